@@ -1,0 +1,250 @@
+//! The conformance suite: one body, run against every backend on real servers.
+//!
+//! Each case is an `async fn` taking the backend under test; [`conformance_tests!`] stamps
+//! them out as `#[tokio::test]`s for one backend so the test output names every
+//! (backend, case) pair. Bounds on time are generous and only catch hangs: this suite
+//! asserts behaviour, and timings belong in the benchmark.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::{AcquireOptions, Backend, FencingToken, LockError, Resource};
+
+/// A key no other test on the same servers uses.
+pub fn unique_key(case: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("dlbench-conf-{case}-{}-{nanos:x}-{n}", std::process::id())
+}
+
+fn opts(ttl_s: u64, wait: Duration) -> AcquireOptions {
+    AcquireOptions::default()
+        .with_ttl(Duration::from_secs(ttl_s))
+        .with_wait(wait)
+        .with_retry_interval(Duration::from_millis(2))
+}
+
+/// `clients` clients each run `rounds` critical sections on one key; the resource must see
+/// no overlap and no lost update, and, for backends that claim fencing, no stale token in
+/// the order the sections actually ran.
+pub async fn mutual_exclusion(backend: Arc<dyn Backend>, clients: usize, rounds: usize) {
+    assert!(clients >= 8, "the suite promises 8+ concurrent clients");
+    let key = unique_key("mutex");
+    let resource = Arc::new(Resource::new(1, false));
+    let fencing = backend.capabilities().fencing;
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let backend = backend.clone();
+        let resource = resource.clone();
+        let key = key.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = backend.client().await.unwrap_or_else(|e| panic!("client {c}: {e}"));
+            let mut done = 0;
+            while done < rounds {
+                let lease = match client.acquire(&key, &opts(10, Duration::from_secs(30))).await {
+                    Ok(l) => l,
+                    Err(LockError::Timeout(_)) => continue,
+                    Err(e) => panic!("client {c} acquire: {e}"),
+                };
+                if fencing {
+                    assert!(lease.token.is_some(), "a fencing backend returned no token");
+                }
+                {
+                    let mut s = resource.enter(0, lease.token);
+                    // A real await inside the section so other tasks get to run.
+                    s.read_sleep_write(Duration::from_millis(1)).await;
+                }
+                client.release(lease).await.unwrap_or_else(|e| panic!("client {c} release: {e}"));
+                done += 1;
+            }
+            client.close().await;
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task panicked");
+    }
+    let st = resource.stats();
+    assert_eq!(st.total.sections, (clients * rounds) as u64);
+    assert_eq!(st.total.overlaps, 0, "two holders were inside at once: {st:?}");
+    assert_eq!(st.total.lost_updates, 0, "lost updates: {st:?}");
+    assert_eq!(st.counter_sum, (clients * rounds) as u64);
+    if fencing {
+        assert_eq!(st.total.stale_tokens, 0, "fencing tokens went backwards under contention: {st:?}");
+    }
+}
+
+/// A waiter blocked behind a holder gets the lock once the holder releases.
+pub async fn release_admits_waiter(backend: Arc<dyn Backend>) {
+    let key = unique_key("handoff");
+    let a = backend.client().await.expect("client a");
+    let b = backend.client().await.expect("client b");
+    let la = a.acquire(&key, &opts(10, Duration::from_secs(5))).await.expect("a acquires a free lock");
+    let waiter = {
+        let key = key.clone();
+        tokio::spawn(async move {
+            let r = b.acquire(&key, &opts(10, Duration::from_secs(30))).await;
+            (b, r)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "b acquired while a still held the lock");
+    a.release(la).await.expect("a releases");
+    let (b, r) = tokio::time::timeout(Duration::from_secs(30), waiter)
+        .await
+        .expect("b still waiting 30 s after release")
+        .expect("b task");
+    let lb = r.expect("b acquires after a released");
+    b.release(lb).await.expect("b releases");
+    a.close().await;
+    b.close().await;
+}
+
+/// A holder that vanishes without releasing loses the lock to TTL or session expiry.
+pub async fn abandoned_lock_expires(backend: Arc<dyn Backend>, ttl: Duration) {
+    let key = unique_key("abandon");
+    let a = backend.client().await.expect("client a");
+    let o = opts(ttl.as_secs().max(1), Duration::from_secs(5));
+    let _held = a.acquire(&key, &o).await.expect("a acquires");
+    a.abandon().await;
+    let b = backend.client().await.expect("client b");
+    let started = Instant::now();
+    let wait = ttl * 4 + Duration::from_secs(10);
+    let lb = b
+        .acquire(&key, &o.clone().with_wait(wait))
+        .await
+        .unwrap_or_else(|e| panic!("b never got the lock {:?} after a vanished: {e}", started.elapsed()));
+    b.release(lb).await.expect("b releases");
+    b.close().await;
+}
+
+/// Tokens strictly increase across successive holders, each from a different client.
+pub async fn fencing_tokens_increase(backend: Arc<dyn Backend>) {
+    let key = unique_key("fence");
+    if !backend.capabilities().fencing {
+        // The claim is the thing under test: a backend without it must say so by returning
+        // no token rather than an unordered one.
+        let c = backend.client().await.expect("client");
+        let l = c.acquire(&key, &opts(10, Duration::from_secs(5))).await.expect("acquire");
+        assert!(l.token.is_none(), "{} claims no fencing but returned a token", backend.name());
+        c.release(l).await.expect("release");
+        c.close().await;
+        return;
+    }
+    let mut last: Option<FencingToken> = None;
+    for i in 0..6 {
+        let c = backend.client().await.expect("client");
+        let l = c.acquire(&key, &opts(10, Duration::from_secs(5))).await.expect("acquire");
+        let t = l.token.expect("fencing backend returned no token");
+        if let Some(prev) = last {
+            assert!(t > prev, "holder {i} got token {t} after {prev}");
+        }
+        last = Some(t);
+        c.release(l).await.expect("release");
+        c.close().await;
+    }
+}
+
+/// A contended acquire with a wait timeout fails definitely in bounded time and leaves
+/// nothing behind that would block the next client.
+pub async fn wait_timeout_is_definite(backend: Arc<dyn Backend>) {
+    let key = unique_key("timeout");
+    let a = backend.client().await.expect("client a");
+    let b = backend.client().await.expect("client b");
+    let la = a.acquire(&key, &opts(10, Duration::from_secs(5))).await.expect("a acquires");
+    let wait = Duration::from_millis(500);
+    let started = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(20), b.acquire(&key, &opts(10, wait)))
+        .await
+        .expect("acquire with a 500 ms wait did not return within 20 s");
+    match r {
+        Err(e) => assert!(e.is_definite() && e.is_contention(), "expected a definite timeout, got {e}"),
+        Ok(_) => panic!("b acquired a lock a holds"),
+    }
+    assert!(started.elapsed() >= wait, "gave up before its wait timeout");
+    let try_once = b.acquire(&key, &opts(10, Duration::ZERO)).await;
+    assert!(matches!(try_once, Err(ref e) if e.is_definite() && e.is_contention()), "try-once: {try_once:?}");
+    a.release(la).await.expect("a releases");
+    // b's withdrawn claims must not queue c behind them.
+    let c = backend.client().await.expect("client c");
+    let lc = c
+        .acquire(&key, &opts(10, Duration::from_secs(5)))
+        .await
+        .expect("c must get the lock once a released; did b leave a claim behind?");
+    c.release(lc).await.expect("c releases");
+    for x in [a, b, c] {
+        x.close().await;
+    }
+}
+
+/// Pointed at a port nobody listens on, connecting or acquiring errors within `bound`.
+pub async fn unreachable_fails_fast<F>(connect: F, bound: Duration)
+where
+    F: std::future::Future<Output = Result<Arc<dyn Backend>, LockError>>,
+{
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(bound, async move {
+        let backend = connect.await?;
+        let client = backend.client().await?;
+        client.acquire(&unique_key("unreachable"), &opts(10, Duration::from_secs(2))).await.map(|_| ())
+    })
+    .await;
+    match outcome {
+        Err(_) => panic!("no answer within {bound:?}: an unreachable server must not hang"),
+        Ok(Ok(())) => panic!("acquired a lock from a server that does not exist"),
+        Ok(Err(e)) => assert!(started.elapsed() <= bound, "error {e} came after {bound:?}"),
+    }
+}
+
+/// Address of a loopback port with nothing listening (bound, then released).
+pub fn dead_endpoint() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let a = l.local_addr().expect("addr");
+    drop(l);
+    a.to_string()
+}
+
+/// Stamp out the suite for one backend.
+///
+/// `$make` is an async expression yielding `Arc<dyn Backend>` for the servers under test;
+/// `$dead` one yielding `Result<Arc<dyn Backend>, LockError>` pointed at a dead endpoint;
+/// `$ttl` the TTL the expiry case uses.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($name:ident, make = $make:expr, dead = $dead:expr, ttl = $ttl:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            use $crate::conformance as c;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mutual_exclusion() {
+                c::mutual_exclusion($make, 16, 30).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn release_admits_waiter() {
+                c::release_admits_waiter($make).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn abandoned_lock_expires() {
+                c::abandoned_lock_expires($make, $ttl).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fencing_tokens_increase() {
+                c::fencing_tokens_increase($make).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn wait_timeout_is_definite() {
+                c::wait_timeout_is_definite($make).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn unreachable_fails_fast() {
+                c::unreachable_fails_fast($dead, std::time::Duration::from_secs(20)).await
+            }
+        }
+    };
+}

@@ -1,0 +1,249 @@
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::LockError;
+
+/// A number that grows with every successive holder of a lock, so a protected resource can
+/// reject a write from a holder that has been superseded (Kleppmann's fencing token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FencingToken(pub u64);
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// CP backends keep one copy of the truth behind a quorum or a single primary; AP ones
+/// (Redlock) grant from independent nodes and can disagree under faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Consistency {
+    Cp,
+    Ap,
+}
+
+/// What frees a lock whose holder disappeared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expiry {
+    /// A TTL set at acquisition and extended explicitly (Redis, Redlock, PostgreSQL).
+    Ttl,
+    /// A session or lease kept alive by heartbeats (etcd lease, ZooKeeper session).
+    Session,
+    /// Nothing: an abandoned lock stays held (not used by any shipped backend).
+    None,
+}
+
+/// How a contended acquire waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitStyle {
+    /// The server notifies the next waiter (etcd watch, ZooKeeper watch).
+    Watch,
+    /// The client retries after a delay (Redis, Redlock, PostgreSQL).
+    Poll,
+    /// In-process wake-up (the memory reference backend).
+    Notify,
+}
+
+/// What a backend promises, so the harness and the report never hard-code it per name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Capabilities {
+    pub consistency: Consistency,
+    /// Tokens strictly increase across successive holders of one key.
+    pub fencing: bool,
+    /// Waiters are granted in arrival order.
+    pub fifo: bool,
+    pub expiry: Expiry,
+    pub wait: WaitStyle,
+}
+
+/// Per-acquire settings.
+#[derive(Debug, Clone)]
+pub struct AcquireOptions {
+    /// How long the lock survives without its holder (lease TTL, session timeout, key expiry).
+    pub ttl: Duration,
+    /// How long to wait for a contended lock. `Duration::ZERO` means try once.
+    pub wait: Duration,
+    /// Delay between attempts for polling backends (jittered by the backend).
+    pub retry_interval: Duration,
+}
+
+impl Default for AcquireOptions {
+    fn default() -> Self {
+        AcquireOptions {
+            ttl: Duration::from_secs(10),
+            wait: Duration::from_secs(10),
+            retry_interval: Duration::from_millis(5),
+        }
+    }
+}
+
+impl AcquireOptions {
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+    pub fn with_retry_interval(mut self, d: Duration) -> Self {
+        self.retry_interval = d;
+        self
+    }
+}
+
+/// Fires once when the holder learns its lock is gone (session expired, lease revoked,
+/// keep-alive failed). Backends without such knowledge (Redis) never fire it; the holder
+/// must rely on `Lease::valid_until`.
+#[derive(Clone, Debug)]
+pub struct LostSignal(Option<watch::Receiver<Option<String>>>);
+
+/// The backend's side of a [`LostSignal`]. Clones fire the same signal.
+#[derive(Debug, Clone)]
+pub struct LostSender(Arc<watch::Sender<Option<String>>>);
+
+impl LostSignal {
+    pub fn never() -> Self {
+        LostSignal(None)
+    }
+
+    pub fn channel() -> (LostSender, LostSignal) {
+        let (tx, rx) = watch::channel(None);
+        (LostSender(Arc::new(tx)), LostSignal(Some(rx)))
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.0.as_ref().is_some_and(|rx| rx.borrow().is_some())
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn reason(&self) -> Option<String> {
+        self.0.as_ref().and_then(|rx| rx.borrow().clone())
+    }
+
+    /// Resolves when the lock is lost; never resolves for backends without the signal.
+    pub async fn lost(&mut self) -> String {
+        match &mut self.0 {
+            None => std::future::pending().await,
+            Some(rx) => match rx.wait_for(|v| v.is_some()).await {
+                Ok(v) => v.clone().unwrap_or_default(),
+                // The backend dropped its sender: the session task is gone, so is the lock.
+                Err(_) => "session task ended".to_string(),
+            },
+        }
+    }
+}
+
+impl LostSender {
+    pub fn lose(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        self.0.send_if_modified(|v| {
+            if v.is_none() {
+                *v = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.0.borrow().is_some()
+    }
+
+    pub fn subscribe(&self) -> LostSignal {
+        LostSignal(Some(self.0.subscribe()))
+    }
+}
+
+/// Backend-private state a lease carries back to `release` / `extend`.
+#[derive(Clone, Default)]
+pub struct LeaseHandle {
+    /// What identifies this holder on the server: the etcd key, the ZooKeeper node path, the
+    /// Redis token, the PostgreSQL owner.
+    pub id: String,
+    pub data: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for LeaseHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseHandle").field("id", &self.id).finish()
+    }
+}
+
+impl LeaseHandle {
+    pub fn new(id: impl Into<String>) -> Self {
+        LeaseHandle { id: id.into(), data: None }
+    }
+    pub fn with_data<T: Any + Send + Sync>(mut self, data: T) -> Self {
+        self.data = Some(Arc::new(data));
+        self
+    }
+    pub fn data<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.data.as_deref().and_then(|d| d.downcast_ref())
+    }
+}
+
+/// A held lock.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub key: String,
+    pub token: Option<FencingToken>,
+    /// When the acquire was invoked. Validity counts from here, not from the reply, because
+    /// the server may have started the TTL as soon as the request arrived.
+    pub invoked_at: Instant,
+    /// When the lock was confirmed to this client.
+    pub acquired_at: Instant,
+    /// Until when the holder may believe it holds the lock without hearing from the server.
+    /// Session backends move it forward with each successful keep-alive; see `lost`.
+    pub valid_until: Instant,
+    pub handle: LeaseHandle,
+    pub lost: LostSignal,
+}
+
+impl Lease {
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_lost() || Instant::now() >= self.valid_until
+    }
+}
+
+/// One logical lock client: its own session, lease or owner identity.
+#[async_trait]
+pub trait DistLock: Send + Sync {
+    /// Take `key`, waiting up to `opts.wait`.
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError>;
+
+    /// Give the lock up. Releasing a lock that is no longer ours is `NotHeld`, never a
+    /// delete of someone else's claim.
+    async fn release(&self, lease: Lease) -> Result<(), LockError>;
+
+    /// Push the expiry of a TTL lock to `ttl` from now, only if we still hold it. Session
+    /// backends keep their lease alive on their own and only check ownership here.
+    async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError>;
+
+    /// Disappear without releasing: stop heartbeats and drop connections, as a crashed
+    /// process would. Locks held are freed only by TTL or session expiry.
+    async fn abandon(&self);
+
+    /// Close cleanly: end the session (which frees session-bound locks) and connections.
+    async fn close(&self);
+}
+
+/// A lock service, connected and ready to hand out clients.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn capabilities(&self) -> Capabilities;
+    /// Open one logical client with its own session (where the recipe has sessions).
+    async fn client(&self) -> Result<Box<dyn DistLock>, LockError>;
+    /// A one-line description of where this backend points, without credentials.
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,380 @@
+//! etcd revision lock, compatible with `etcdctl lock` and Go's `concurrency.Mutex`.
+//!
+//! Recipe (client/v3/concurrency in etcd):
+//! - each client owns a lease (its session), kept alive while it waits and while it holds;
+//! - the claim is the key `<name>/<lease id in lower-case hex>`, empty value, on that lease;
+//! - one transaction puts the claim if absent and reads the oldest claim under `<name>/`;
+//!   the claim with the lowest CreateRevision holds the lock;
+//! - a waiter watches only the newest claim older than its own until it is deleted, then
+//!   looks again; when none is left it re-reads its own key, and a missing key means the
+//!   session expired while waiting: an error, never "acquired" (etcd #11456);
+//! - the fencing token is the claim's CreateRevision.
+//!
+//! One deliberate difference from the Go client: the watch on the predecessor starts at the
+//! current revision, followed by one read that covers the gap since we found it. Go starts
+//! the watch at the revision of that read; both see every delete, but a watch starting at a
+//! past revision is "unsynced" in etcd and served only by its 100 ms catch-up loop, which
+//! caps a hot key at about ten hand-offs per second per waiter.
+
+mod session;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use dlbench_core::{
+    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    LeaseHandle, LockError, WaitStyle,
+};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, SortOrder,
+    SortTarget, Txn, TxnOp, TxnOpResponse, WatchFilterType, WatchOptions,
+};
+use tokio::sync::Mutex;
+
+use session::Session;
+
+/// Where and how to reach etcd.
+#[derive(Debug, Clone)]
+pub struct EtcdConfig {
+    /// `host:port` or `http://host:port` client endpoints.
+    pub endpoints: Vec<String>,
+    /// Bound on establishing a connection.
+    pub connect_timeout: Duration,
+    /// Bound on any single request.
+    pub request_timeout: Duration,
+    /// User name and password, when auth is on.
+    pub user: Option<(String, String)>,
+}
+
+impl EtcdConfig {
+    pub fn new(endpoints: Vec<String>) -> Self {
+        EtcdConfig {
+            endpoints,
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(5),
+            user: None,
+        }
+    }
+}
+
+/// A connected etcd cluster.
+pub struct EtcdBackend {
+    client: Client,
+    config: EtcdConfig,
+}
+
+impl EtcdBackend {
+    pub async fn connect(config: EtcdConfig) -> Result<Self, LockError> {
+        let endpoints: Vec<String> = config
+            .endpoints
+            .iter()
+            .map(|e| if e.contains("://") { e.clone() } else { format!("http://{e}") })
+            .collect();
+        let mut opts = ConnectOptions::new()
+            .with_connect_timeout(config.connect_timeout)
+            .with_timeout(config.request_timeout)
+            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+        if let Some((u, p)) = &config.user {
+            opts = opts.with_user(u.clone(), p.clone());
+        }
+        let connect = Client::connect(endpoints, Some(opts));
+        let client = tokio::time::timeout(config.connect_timeout + config.request_timeout, connect)
+            .await
+            .map_err(|_| LockError::Unavailable(format!("etcd at {}: connect timed out", config.endpoints.join(","))))?
+            .map_err(|e| definite(e, &config))?;
+        Ok(EtcdBackend { client, config })
+    }
+
+    pub fn client_handle(&self) -> Client {
+        self.client.clone()
+    }
+}
+
+#[async_trait]
+impl Backend for EtcdBackend {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            consistency: Consistency::Cp,
+            fencing: true,
+            fifo: true,
+            expiry: Expiry::Session,
+            wait: WaitStyle::Watch,
+        }
+    }
+    async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
+        Ok(Box::new(EtcdLock {
+            client: self.client.clone(),
+            config: self.config.clone(),
+            session: Mutex::new(None),
+        }))
+    }
+    fn describe(&self) -> String {
+        format!("etcd {}", self.config.endpoints.join(","))
+    }
+}
+
+/// One logical client: one etcd lease, shared by every lock this client takes.
+struct EtcdLock {
+    client: Client,
+    config: EtcdConfig,
+    session: Mutex<Option<Arc<Session>>>,
+}
+
+/// What a held etcd lock needs to be released.
+struct Claim {
+    lease_id: i64,
+    create_revision: i64,
+}
+
+/// True when the request cannot have reached a server that acted on it.
+fn is_definite(e: &etcd_client::Error) -> bool {
+    use tonic::Code;
+    match e {
+        etcd_client::Error::GRpcStatus(s) => matches!(
+            s.code(),
+            Code::Unavailable | Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument
+                | Code::FailedPrecondition | Code::ResourceExhausted
+        ),
+        etcd_client::Error::TransportError(_)
+        | etcd_client::Error::IoError(_)
+        | etcd_client::Error::InvalidArgs(_)
+        | etcd_client::Error::InvalidUri(_) => true,
+        _ => false,
+    }
+}
+
+/// Map an error from a request that changes nothing (or whose change was undone).
+fn definite(e: etcd_client::Error, config: &EtcdConfig) -> LockError {
+    match &e {
+        etcd_client::Error::GRpcStatus(s)
+            if matches!(s.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) =>
+        {
+            LockError::Config(format!("etcd at {}: {}", config.endpoints.join(","), s.message()))
+        }
+        _ => LockError::Unavailable(format!("etcd at {}: {e}", config.endpoints.join(","))),
+    }
+}
+
+/// Map an error from a request that may have written.
+fn maybe_written(e: etcd_client::Error, config: &EtcdConfig) -> LockError {
+    if is_definite(&e) {
+        definite(e, config)
+    } else {
+        LockError::Indeterminate(format!("etcd at {}: {e}", config.endpoints.join(",")))
+    }
+}
+
+fn first_kv_rev(r: &TxnOpResponse) -> Option<i64> {
+    match r {
+        TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.create_revision()),
+        _ => None,
+    }
+}
+
+impl EtcdLock {
+    /// The current session, or a new one when there is none or it was lost.
+    async fn session(&self, ttl: Duration) -> Result<Arc<Session>, LockError> {
+        let mut guard = self.session.lock().await;
+        if let Some(s) = guard.as_ref() {
+            if !s.lost.is_lost() {
+                return Ok(s.clone());
+            }
+        }
+        let s = Arc::new(Session::start(self.client.clone(), ttl, &self.config).await?);
+        *guard = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Withdraw our claim; if that fails, end the session so the claim expires with it and
+    /// never silently turns into a lock nobody knows it holds.
+    async fn withdraw(&self, session: &Session, my_key: &str, my_rev: i64) -> Result<(), ()> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(my_key, CompareOp::Equal, my_rev)])
+            .and_then([TxnOp::delete(my_key, None)]);
+        let mut kv = self.client.kv_client();
+        match tokio::time::timeout(self.config.request_timeout, kv.txn(txn)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => {
+                session.stop();
+                Err(())
+            }
+        }
+    }
+
+    /// Wait until no claim under `pfx` is older than ours (Go's `waitDeletes`).
+    async fn wait_predecessors(&self, pfx: &str, my_rev: i64, session: &Session) -> Result<(), LockError> {
+        let mut kv = self.client.kv_client();
+        let mut watch = self.client.watch_client();
+        let mut lost = session.lost.subscribe();
+        loop {
+            let opts = GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Create, SortOrder::Descend)
+                .with_max_create_revision(my_rev - 1)
+                .with_limit(1);
+            let resp = kv.get(pfx, Some(opts)).await.map_err(|e| definite(e, &self.config))?;
+            let Some(pred) = resp.kvs().first() else { return Ok(()) };
+            let pred_key = pred.key().to_vec();
+            let pred_rev = pred.create_revision();
+            let seen_at = resp.header().map(|h| h.revision()).unwrap_or(0);
+            // Watch from "now", then close the gap between our read and the watch's start
+            // with one more read. (Go starts the watch at the read's revision instead; etcd
+            // serves such a past-revision watch from its 100 ms catch-up loop, which caps
+            // hand-offs at about ten per second.)
+            let wopts = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+            let mut stream = watch.watch(pred_key.clone(), Some(wopts)).await.map_err(|e| definite(e, &self.config))?;
+            let created = tokio::select! {
+                reason = lost.lost() => return Err(LockError::SessionLost(reason)),
+                m = stream.message() => m.map_err(|e| definite(e, &self.config))?,
+            };
+            let Some(created) = created else { continue };
+            let watching_from = created.header().map(|h| h.revision()).unwrap_or(i64::MAX);
+            if watching_from > seen_at {
+                let now = kv.get(pred_key.clone(), None).await.map_err(|e| definite(e, &self.config))?;
+                if now.kvs().first().map(|kv| kv.create_revision()) != Some(pred_rev) {
+                    continue; // deleted in the gap: look again
+                }
+            }
+            loop {
+                tokio::select! {
+                    reason = lost.lost() => return Err(LockError::SessionLost(reason)),
+                    msg = stream.message() => match msg {
+                        Ok(Some(r)) => {
+                            if r.canceled() || r.events().iter().any(|ev| ev.event_type() == EventType::Delete) {
+                                break; // deleted, or the watch was cancelled: look again
+                            }
+                        }
+                        Ok(None) | Err(_) => break, // stream ended: look again
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl DistLock for EtcdLock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let deadline = invoked_at + opts.wait;
+        let session = self.session(opts.ttl).await?;
+        let pfx = format!("{key}/");
+        let my_key = format!("{pfx}{:x}", session.lease_id);
+        let first_create = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_limit(1);
+        let txn = Txn::new()
+            .when([Compare::create_revision(my_key.as_str(), CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(my_key.as_str(), "", Some(PutOptions::new().with_lease(session.lease_id))),
+                TxnOp::get(pfx.as_str(), Some(first_create.clone())),
+            ])
+            .or_else([TxnOp::get(my_key.as_str(), None), TxnOp::get(pfx.as_str(), Some(first_create))]);
+        let mut kv = self.client.kv_client();
+        let resp = kv.txn(txn).await.map_err(|e| {
+            let err = maybe_written(e, &self.config);
+            if !err.is_definite() {
+                // Our claim may exist; let it expire with the session rather than linger.
+                session.stop();
+            }
+            err
+        })?;
+        let ops = resp.op_responses();
+        let my_rev = if resp.succeeded() {
+            resp.header().map(|h| h.revision()).unwrap_or(0)
+        } else {
+            ops.first().and_then(first_kv_rev).ok_or_else(|| LockError::SessionLost("own key vanished".into()))?
+        };
+        let owner_rev = ops.get(1).and_then(first_kv_rev);
+        let held_now = owner_rev.is_none() || owner_rev == Some(my_rev);
+        if !held_now {
+            if opts.wait.is_zero() {
+                return match self.withdraw(&session, &my_key, my_rev).await {
+                    Ok(()) => Err(LockError::Busy),
+                    Err(()) => Err(LockError::Unavailable("could not withdraw claim; session ended".into())),
+                };
+            }
+            let waited = tokio::time::timeout_at(deadline.into(), self.wait_predecessors(&pfx, my_rev, &session)).await;
+            let failure = match waited {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(_) => Some(LockError::Timeout(opts.wait)),
+            };
+            if let Some(err) = failure {
+                if matches!(err, LockError::SessionLost(_)) {
+                    return Err(err);
+                }
+                return match self.withdraw(&session, &my_key, my_rev).await {
+                    Ok(()) => Err(err),
+                    Err(()) => Err(LockError::Unavailable(format!("{err}; claim withdrawal failed, session ended"))),
+                };
+            }
+            // Make sure the session did not expire while we waited: the key must still be ours.
+            let check = kv.get(my_key.as_str(), None).await;
+            match check {
+                Ok(r) if r.kvs().first().map(|kv| kv.create_revision()) == Some(my_rev) => {}
+                Ok(_) => return Err(LockError::SessionLost("lock key gone after waiting: session expired".into())),
+                Err(e) => {
+                    let _ = self.withdraw(&session, &my_key, my_rev).await;
+                    return Err(definite(e, &self.config));
+                }
+            }
+        }
+        Ok(Lease {
+            key: key.to_string(),
+            token: Some(FencingToken(my_rev as u64)),
+            invoked_at,
+            acquired_at: Instant::now(),
+            valid_until: invoked_at + session.ttl,
+            handle: LeaseHandle::new(my_key).with_data(Claim { lease_id: session.lease_id, create_revision: my_rev }),
+            lost: session.lost.subscribe(),
+        })
+    }
+
+    async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not an etcd lease".into()))?;
+        // Compare the create revision so a retried release never deletes a newer claim of
+        // the same lease (etcd #22082).
+        let txn = Txn::new()
+            .when([Compare::create_revision(lease.handle.id.as_str(), CompareOp::Equal, claim.create_revision)])
+            .and_then([TxnOp::delete(lease.handle.id.as_str(), None)]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(|e| maybe_written(e, &self.config))?;
+        if resp.succeeded() {
+            Ok(())
+        } else {
+            Err(LockError::NotHeld(format!("{} (lease {:x}) no longer exists", lease.handle.id, claim.lease_id)))
+        }
+    }
+
+    async fn extend(&self, lease: &mut Lease, _ttl: Duration) -> Result<(), LockError> {
+        // The session's keep-alive extends the lease; here we only confirm we still own it.
+        let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not an etcd lease".into()))?;
+        let checked_at = Instant::now();
+        let r = self.client.kv_client().get(lease.handle.id.as_str(), None).await.map_err(|e| definite(e, &self.config))?;
+        if r.kvs().first().map(|kv| kv.create_revision()) == Some(claim.create_revision) {
+            let ttl = self.session.lock().await.as_ref().map(|s| s.ttl).unwrap_or_default();
+            lease.valid_until = checked_at + ttl;
+            Ok(())
+        } else {
+            Err(LockError::NotHeld(lease.handle.id.clone()))
+        }
+    }
+
+    async fn abandon(&self) {
+        if let Some(s) = self.session.lock().await.take() {
+            s.stop();
+        }
+    }
+
+    async fn close(&self) {
+        if let Some(s) = self.session.lock().await.take() {
+            s.stop();
+            let _ = tokio::time::timeout(self.config.request_timeout, self.client.lease_client().revoke(s.lease_id)).await;
+        }
+    }
+}

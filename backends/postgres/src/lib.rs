@@ -1,0 +1,262 @@
+//! PostgreSQL lock table (ShedLock's shape), with a fencing counter bumped under the lock.
+//!
+//! Recipe: one row per lock name, `lock_until` computed from the DATABASE clock. Acquire is
+//! one statement: insert the row, or take it over if its `lock_until` has passed; release
+//! ends our hold only if we are still the owner; extend moves `lock_until` only if we are.
+//!
+//! Fencing: `token` is a column of the row incremented by the acquiring statement itself, so
+//! it is assigned while holding the row lock, in commit order. A sequence would not do:
+//! `nextval()` runs before the insert waits on the conflicting row, so tokens from a sequence
+//! reach the table out of order under contention. Rows are never deleted (release sets
+//! `lock_until` to the past), so the counter never restarts.
+//!
+//! A contended acquire polls after a jittered delay.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use dlbench_core::{
+    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    LeaseHandle, LockError, LostSignal, WaitStyle,
+};
+use dlbench_core::jittered_sleep;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+const CREATE: &str = "CREATE TABLE IF NOT EXISTS dlbench_locks (
+    name text PRIMARY KEY,
+    lock_until timestamptz NOT NULL,
+    locked_at timestamptz NOT NULL,
+    locked_by text NOT NULL,
+    token bigint NOT NULL
+)";
+
+const ACQUIRE: &str = "INSERT INTO dlbench_locks AS l (name, lock_until, locked_at, locked_by, token)
+VALUES ($1, now() + make_interval(secs => $2), now(), $3, 1)
+ON CONFLICT (name) DO UPDATE
+    SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at,
+        locked_by = EXCLUDED.locked_by, token = l.token + 1
+    WHERE l.lock_until <= now()
+RETURNING token";
+
+const RELEASE: &str = "UPDATE dlbench_locks SET lock_until = '-infinity', locked_by = ''
+WHERE name = $1 AND locked_by = $2 AND lock_until > now()";
+
+const EXTEND: &str = "UPDATE dlbench_locks SET lock_until = now() + make_interval(secs => $3)
+WHERE name = $1 AND locked_by = $2 AND lock_until > now()";
+
+/// Where and how to reach PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgConfig {
+    /// `host:port`.
+    pub endpoint: String,
+    pub user: String,
+    pub password: Option<String>,
+    pub database: String,
+    /// Connections shared by all clients of this backend.
+    pub pool_size: u32,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// Extra connect options (TLS) applied by the caller.
+    pub tls: Option<PgTls>,
+}
+
+/// TLS material for PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgTls {
+    pub ca: Option<std::path::PathBuf>,
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+impl PgConfig {
+    pub fn new(endpoint: impl Into<String>) -> Self {
+        PgConfig {
+            endpoint: endpoint.into(),
+            user: "postgres".into(),
+            password: None,
+            database: "postgres".into(),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(5),
+            tls: None,
+        }
+    }
+
+    fn options(&self) -> Result<PgConnectOptions, LockError> {
+        let (host, port) = self
+            .endpoint
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+            .ok_or_else(|| LockError::Config(format!("postgres endpoint {:?} is not host:port", self.endpoint)))?;
+        let mut o = PgConnectOptions::new()
+            .host(host)
+            .port(port)
+            .username(&self.user)
+            .database(&self.database)
+            .application_name("dlbench");
+        if let Some(p) = &self.password {
+            o = o.password(p);
+        }
+        if let Some(t) = &self.tls {
+            o = o.ssl_mode(sqlx::postgres::PgSslMode::VerifyCa);
+            if let Some(ca) = &t.ca {
+                o = o.ssl_root_cert(ca);
+            }
+            if let Some(c) = &t.cert {
+                o = o.ssl_client_cert(c);
+            }
+            if let Some(k) = &t.key {
+                o = o.ssl_client_key(k);
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// A PostgreSQL server holding the lock table.
+pub struct PgBackend {
+    pool: PgPool,
+    config: PgConfig,
+}
+
+fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
+    let msg = format!("postgres at {endpoint}: {e}");
+    match &e {
+        sqlx::Error::Database(db) => {
+            // 28P01 invalid password, 28000 invalid authorization, 3D000 no such database.
+            let code = db.code().unwrap_or_default();
+            if code.starts_with("28") || code == "3D000" {
+                LockError::Config(format!("postgres at {endpoint}: {}", db.message()))
+            } else {
+                // The statement failed, so its transaction rolled back.
+                LockError::Unavailable(msg)
+            }
+        }
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed if may_have_written => {
+            LockError::Indeterminate(msg)
+        }
+        sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => LockError::Config(msg),
+        _ => LockError::Unavailable(msg),
+    }
+}
+
+impl PgBackend {
+    pub async fn connect(config: PgConfig) -> Result<Self, LockError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(config.pool_size.max(1))
+            .acquire_timeout(config.connect_timeout)
+            .connect_with(config.options()?);
+        let pool = tokio::time::timeout(config.connect_timeout * 2, pool)
+            .await
+            .map_err(|_| LockError::Unavailable(format!("postgres at {}: connect timed out", config.endpoint)))?
+            .map_err(|e| classify(e, false, &config.endpoint))?;
+        sqlx::query(CREATE)
+            .execute(&pool)
+            .await
+            .map_err(|e| classify(e, false, &config.endpoint))?;
+        Ok(PgBackend { pool, config })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            consistency: Consistency::Cp,
+            fencing: true,
+            fifo: false,
+            expiry: Expiry::Ttl,
+            wait: WaitStyle::Poll,
+        }
+    }
+    async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
+        Ok(Box::new(PgLock { pool: self.pool.clone(), config: self.config.clone() }))
+    }
+    fn describe(&self) -> String {
+        format!("postgres {}/{}", self.config.endpoint, self.config.database)
+    }
+}
+
+struct PgLock {
+    pool: PgPool,
+    config: PgConfig,
+}
+
+impl PgLock {
+    async fn bounded<T>(&self, f: impl std::future::Future<Output = Result<T, sqlx::Error>>, writes: bool) -> Result<T, LockError> {
+        match tokio::time::timeout(self.config.request_timeout, f).await {
+            Ok(r) => r.map_err(|e| classify(e, writes, &self.config.endpoint)),
+            Err(_) if writes => Err(LockError::Indeterminate(format!("postgres at {}: no reply in time", self.config.endpoint))),
+            Err(_) => Err(LockError::Unavailable(format!("postgres at {}: no reply in time", self.config.endpoint))),
+        }
+    }
+}
+
+
+#[async_trait]
+impl DistLock for PgLock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let deadline = invoked_at + opts.wait;
+        let owner = format!("{:032x}", rand::random::<u128>());
+        let ttl = opts.ttl.as_secs_f64();
+        loop {
+            let attempt_at = Instant::now();
+            let q = sqlx::query_scalar::<_, i64>(ACQUIRE).bind(key).bind(ttl).bind(&owner).fetch_optional(&self.pool);
+            if let Some(token) = self.bounded(q, true).await? {
+                return Ok(Lease {
+                    key: key.to_string(),
+                    token: Some(FencingToken(token as u64)),
+                    invoked_at,
+                    acquired_at: Instant::now(),
+                    valid_until: attempt_at + opts.ttl,
+                    handle: LeaseHandle::new(owner),
+                    lost: LostSignal::never(),
+                });
+            }
+            if opts.wait.is_zero() {
+                return Err(LockError::Busy);
+            }
+            if Instant::now() >= deadline {
+                return Err(LockError::Timeout(opts.wait));
+            }
+            tokio::select! {
+                _ = jittered_sleep(opts.retry_interval) => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+        }
+    }
+
+    async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        let q = sqlx::query(RELEASE).bind(&lease.key).bind(&lease.handle.id).execute(&self.pool);
+        let r = self.bounded(q, true).await?;
+        if r.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(LockError::NotHeld(format!("{}: not ours or expired", lease.key)))
+        }
+    }
+
+    async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
+        let sent = Instant::now();
+        let q = sqlx::query(EXTEND).bind(&lease.key).bind(&lease.handle.id).bind(ttl.as_secs_f64()).execute(&self.pool);
+        let r = self.bounded(q, true).await?;
+        if r.rows_affected() == 1 {
+            lease.valid_until = sent + ttl;
+            Ok(())
+        } else {
+            Err(LockError::NotHeld(format!("{}: not ours or expired", lease.key)))
+        }
+    }
+
+    async fn abandon(&self) {}
+
+    async fn close(&self) {}
+}

@@ -1,0 +1,121 @@
+//! Single-instance Redis lock, compatible with redis-py's `Lock`.
+//!
+//! Recipe: `SET key token NX PX ttl` with a random token per acquisition; release deletes the
+//! key only if it still holds our token, extend pushes its TTL only if it does (both by
+//! script). The key is NAME verbatim, as redis-py uses it, so both contend on one lock. A
+//! contended acquire polls after a jittered delay (redis-py sleeps 0.1 s by default; the
+//! delay here is the workload's retry interval).
+//!
+//! Fencing: the acquire script also INCRs a companion counter `{NAME}:fence` when, and only
+//! when, the SET succeeded, so tokens follow acquisition order on this server. They do not
+//! survive a failover to a replica that missed the INCR (scenario S5).
+
+pub mod node;
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use dlbench_core::{
+    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    LeaseHandle, LockError, LostSignal, WaitStyle,
+};
+use dlbench_core::jittered_sleep;
+
+pub use node::{NodeConfig, RedisNode};
+
+
+/// One Redis primary.
+pub struct RedisBackend {
+    node: RedisNode,
+}
+
+impl RedisBackend {
+    pub async fn connect(cfg: NodeConfig) -> Result<Self, LockError> {
+        Ok(RedisBackend { node: RedisNode::connect(&cfg).await? })
+    }
+
+    pub fn node(&self) -> &RedisNode {
+        &self.node
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            consistency: Consistency::Cp,
+            fencing: true,
+            fifo: false,
+            expiry: Expiry::Ttl,
+            wait: WaitStyle::Poll,
+        }
+    }
+    async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
+        Ok(Box::new(RedisLock { node: self.node.clone() }))
+    }
+    fn describe(&self) -> String {
+        format!("redis {}", self.node.endpoint)
+    }
+}
+
+struct RedisLock {
+    node: RedisNode,
+}
+
+#[async_trait]
+impl DistLock for RedisLock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let deadline = invoked_at + opts.wait;
+        let token = node::random_token();
+        loop {
+            let attempt_at = Instant::now();
+            if let Some(fence) = self.node.set_nx_px_fenced(key, &token, opts.ttl).await? {
+                return Ok(Lease {
+                    key: key.to_string(),
+                    token: Some(FencingToken(fence)),
+                    invoked_at,
+                    acquired_at: Instant::now(),
+                    valid_until: attempt_at + opts.ttl,
+                    handle: LeaseHandle::new(token),
+                    lost: LostSignal::never(),
+                });
+            }
+            if opts.wait.is_zero() {
+                return Err(LockError::Busy);
+            }
+            if Instant::now() >= deadline {
+                return Err(LockError::Timeout(opts.wait));
+            }
+            tokio::select! {
+                _ = jittered_sleep(opts.retry_interval) => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+        }
+    }
+
+    async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        if self.node.compare_delete(&lease.key, &lease.handle.id).await? {
+            Ok(())
+        } else {
+            Err(LockError::NotHeld(format!("{} no longer holds our token", lease.key)))
+        }
+    }
+
+    async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
+        let sent = Instant::now();
+        if self.node.compare_pexpire(&lease.key, &lease.handle.id, ttl).await? {
+            lease.valid_until = sent + ttl;
+            Ok(())
+        } else {
+            Err(LockError::NotHeld(format!("{} no longer holds our token", lease.key)))
+        }
+    }
+
+    async fn abandon(&self) {}
+
+    async fn close(&self) {}
+}

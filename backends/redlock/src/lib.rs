@@ -1,0 +1,197 @@
+//! Redlock: one lock across N independent Redis primaries (N = 5 here).
+//!
+//! Recipe (the Redis distributed-lock page, as redlock-py and Redisson implement it):
+//! - t1 = now; `SET key token NX PX ttl` on every node in parallel, each bounded by a small
+//!   per-node timeout so a dead node costs milliseconds, not the TTL;
+//! - success needs a majority (N/2 + 1) AND elapsed < ttl; the holder may then believe it
+//!   holds the lock for validity = ttl - elapsed - drift, drift = ttl * 1% + 2 ms;
+//! - on failure release on ALL nodes (a node that timed out may have set the key), then
+//!   retry after a random delay.
+//!
+//! Redlock has no fencing token: the nodes share no counter, and the largest of per-node
+//! counters over a quorum is not monotonic (two quorums overlap in one node that may have
+//! lost its data). The capabilities say so and leases carry no token. Safety rests on
+//! bounded clock drift and on nodes not restarting empty within a TTL.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use dlbench_core::{
+    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, Lease, LeaseHandle,
+    LockError, LostSignal, WaitStyle,
+};
+use dlbench_core::jittered_sleep;
+use dlbench_redis::{node::random_token, NodeConfig, RedisNode};
+use futures::future::join_all;
+
+/// Redlock settings beyond the nodes themselves.
+#[derive(Debug, Clone)]
+pub struct RedlockConfig {
+    pub nodes: Vec<NodeConfig>,
+    /// Bound on one node's SET; `None` picks ttl/100 clamped to [10 ms, 200 ms].
+    pub node_timeout: Option<Duration>,
+}
+
+impl RedlockConfig {
+    pub fn new(endpoints: &[String]) -> Self {
+        RedlockConfig { nodes: endpoints.iter().map(NodeConfig::new).collect(), node_timeout: None }
+    }
+}
+
+/// A set of independent Redis primaries.
+pub struct RedlockBackend {
+    nodes: Vec<RedisNode>,
+    node_timeout: Option<Duration>,
+}
+
+impl RedlockBackend {
+    /// Connect to every node; all must answer at start-up so a typo is not mistaken for a
+    /// fault the algorithm tolerates.
+    pub async fn connect(cfg: RedlockConfig) -> Result<Self, LockError> {
+        if cfg.nodes.len() < 3 {
+            return Err(LockError::Config(format!("redlock needs at least 3 nodes, got {}", cfg.nodes.len())));
+        }
+        let conns = join_all(cfg.nodes.iter().map(RedisNode::connect)).await;
+        let nodes = conns.into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(RedlockBackend { nodes, node_timeout: cfg.node_timeout })
+    }
+
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    pub fn nodes(&self) -> &[RedisNode] {
+        &self.nodes
+    }
+}
+
+#[async_trait]
+impl Backend for RedlockBackend {
+    fn name(&self) -> &'static str {
+        "redlock"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            consistency: Consistency::Ap,
+            fencing: false,
+            fifo: false,
+            expiry: Expiry::Ttl,
+            wait: WaitStyle::Poll,
+        }
+    }
+    async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
+        Ok(Box::new(Redlock { nodes: self.nodes.clone(), node_timeout: self.node_timeout }))
+    }
+    fn describe(&self) -> String {
+        let eps: Vec<&str> = self.nodes.iter().map(|n| n.endpoint.as_str()).collect();
+        format!("redlock {}", eps.join(","))
+    }
+}
+
+struct Redlock {
+    nodes: Vec<RedisNode>,
+    node_timeout: Option<Duration>,
+}
+
+/// How one round went.
+enum Round {
+    Won(Instant, Duration),
+    /// Lost; `contended` when some node answered that the key was taken.
+    Lost { contended: bool, last_error: Option<LockError> },
+}
+
+impl Redlock {
+    fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    async fn round(&self, key: &str, token: &str, ttl: Duration) -> Round {
+        let per_node = self.node_timeout.unwrap_or_else(|| (ttl / 100).clamp(Duration::from_millis(10), Duration::from_millis(200)));
+        let t1 = Instant::now();
+        let results = join_all(self.nodes.iter().map(|n| n.set_nx_px_within(key, token, ttl, per_node))).await;
+        let elapsed = t1.elapsed();
+        let won = results.iter().filter(|r| matches!(r, Ok(true))).count();
+        let drift = ttl / 100 + Duration::from_millis(2);
+        if won >= self.quorum() && elapsed + drift < ttl {
+            return Round::Won(t1, ttl - elapsed - drift);
+        }
+        let contended = results.iter().any(|r| matches!(r, Ok(false)));
+        let last_error = results.into_iter().filter_map(Result::err).last();
+        self.release_all(key, token).await;
+        Round::Lost { contended, last_error }
+    }
+
+    /// Compare-and-delete on every node; how many deleted, and whether every node answered.
+    async fn release_all(&self, key: &str, token: &str) -> (usize, bool) {
+        let r = join_all(self.nodes.iter().map(|n| n.compare_delete(key, token))).await;
+        (r.iter().filter(|x| matches!(x, Ok(true))).count(), r.iter().all(Result::is_ok))
+    }
+}
+
+#[async_trait]
+impl DistLock for Redlock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let deadline = invoked_at + opts.wait;
+        let token = random_token();
+        loop {
+            match self.round(key, &token, opts.ttl).await {
+                Round::Won(t1, validity) => {
+                    return Ok(Lease {
+                        key: key.to_string(),
+                        token: None,
+                        invoked_at,
+                        acquired_at: Instant::now(),
+                        valid_until: t1 + validity,
+                        handle: LeaseHandle::new(token),
+                        lost: LostSignal::never(),
+                    })
+                }
+                Round::Lost { contended, last_error } => {
+                    let done = opts.wait.is_zero() || Instant::now() >= deadline;
+                    if done {
+                        return Err(match (contended, last_error) {
+                            (true, _) if opts.wait.is_zero() => LockError::Busy,
+                            (true, _) => LockError::Timeout(opts.wait),
+                            (false, Some(e)) => LockError::Unavailable(format!("no quorum: {e}")),
+                            (false, None) => LockError::Timeout(opts.wait),
+                        });
+                    }
+                }
+            }
+            tokio::select! {
+                _ = jittered_sleep(opts.retry_interval) => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+        }
+    }
+
+    async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        let (deleted, all_answered) = self.release_all(&lease.key, &lease.handle.id).await;
+        if deleted > 0 {
+            Ok(())
+        } else if all_answered {
+            Err(LockError::NotHeld(format!("{} holds our token on no node", lease.key)))
+        } else {
+            Err(LockError::Indeterminate(format!("{}: no node confirmed the release", lease.key)))
+        }
+    }
+
+    async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
+        let t1 = Instant::now();
+        let r = join_all(self.nodes.iter().map(|n| n.compare_pexpire(&lease.key, &lease.handle.id, ttl))).await;
+        let ok = r.iter().filter(|x| matches!(x, Ok(true))).count();
+        let elapsed = t1.elapsed();
+        let drift = ttl / 100 + Duration::from_millis(2);
+        if ok >= self.quorum() && elapsed + drift < ttl {
+            lease.valid_until = t1 + ttl - elapsed - drift;
+            Ok(())
+        } else {
+            Err(LockError::NotHeld(format!("{}: extended on {ok} of {} nodes", lease.key, self.nodes.len())))
+        }
+    }
+
+    async fn abandon(&self) {}
+
+    async fn close(&self) {}
+}

@@ -1,0 +1,327 @@
+//! ZooKeeper lock, node-compatible with Apache Curator's `InterProcessMutex`.
+//!
+//! Recipe (ZooKeeper "Locks" recipe, as Curator implements it):
+//! - each client owns a ZooKeeper session; the lock NAME is a directory (`/NAME` when NAME
+//!   has no leading slash), created as a container node when missing;
+//! - a claim is an EPHEMERAL_SEQUENTIAL child `_c_<uuid>-lock-<10 digits>` (Curator's
+//!   protected mode: after an error on create, the uuid finds our node if the create landed,
+//!   so no orphan claim of a live session blocks everyone);
+//! - children are sorted by the sequence after the last `lock-`; the lowest holds; a waiter
+//!   watches only the next-lower node and looks again when it changes;
+//! - a lost session loses the lock: the holder learns it from the session state (expired,
+//!   or disconnected for a whole session timeout, as Curator's LOST);
+//! - the fencing token is the claim's czxid (global, so it survives the directory being
+//!   reaped and recreated, which would restart the sequence).
+
+mod session;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use dlbench_core::{
+    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    LeaseHandle, LockError, WaitStyle,
+};
+use tokio::sync::Mutex;
+use zookeeper_client as zk;
+
+use session::ZkSession;
+
+const LOCK_NAME: &str = "lock-";
+
+/// Where and how to reach ZooKeeper.
+#[derive(Debug, Clone)]
+pub struct ZkConfig {
+    /// `host:port` endpoints of the ensemble.
+    pub endpoints: Vec<String>,
+    /// Bound on establishing a session.
+    pub connect_timeout: Duration,
+    /// Bound on any single request.
+    pub request_timeout: Duration,
+    /// `user:password` for digest auth.
+    pub digest: Option<String>,
+}
+
+impl ZkConfig {
+    pub fn new(endpoints: Vec<String>) -> Self {
+        ZkConfig {
+            endpoints,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+            digest: None,
+        }
+    }
+}
+
+/// A ZooKeeper ensemble; each client opens its own session.
+pub struct ZkBackend {
+    config: ZkConfig,
+}
+
+impl ZkBackend {
+    /// Check the ensemble answers by opening (and closing) one session.
+    pub async fn connect(config: ZkConfig) -> Result<Self, LockError> {
+        let probe = ZkSession::open(&config, Duration::from_secs(4)).await?;
+        drop(probe);
+        Ok(ZkBackend { config })
+    }
+}
+
+#[async_trait]
+impl Backend for ZkBackend {
+    fn name(&self) -> &'static str {
+        "zookeeper"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            consistency: Consistency::Cp,
+            fencing: true,
+            fifo: true,
+            expiry: Expiry::Session,
+            wait: WaitStyle::Watch,
+        }
+    }
+    async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
+        Ok(Box::new(ZkLock { config: self.config.clone(), session: Mutex::new(None) }))
+    }
+    fn describe(&self) -> String {
+        format!("zookeeper {}", self.config.endpoints.join(","))
+    }
+}
+
+struct ZkLock {
+    config: ZkConfig,
+    session: Mutex<Option<Arc<ZkSession>>>,
+}
+
+/// `/NAME` for a bare NAME; NAME itself when it is already a path.
+pub fn lock_dir(name: &str) -> Result<String, LockError> {
+    let dir = if name.starts_with('/') { name.to_string() } else { format!("/{name}") };
+    if dir.len() < 2 || dir.ends_with('/') || dir.contains("//") {
+        return Err(LockError::Config(format!("{name:?} is not a valid ZooKeeper lock path")));
+    }
+    Ok(dir)
+}
+
+/// The sequence after the last `lock-`, Curator's sort key.
+fn sequence_of(child: &str) -> Option<i64> {
+    let i = child.rfind(LOCK_NAME)?;
+    child[i + LOCK_NAME.len()..].parse().ok()
+}
+
+fn map_err(e: zk::Error, may_have_written: bool) -> LockError {
+    use zk::Error as E;
+    match e {
+        E::SessionExpired | E::ClientClosed => LockError::SessionLost(e.to_string()),
+        E::NoAuth | E::AuthFailed | E::InvalidAcl | E::BadArguments(_) => LockError::Config(e.to_string()),
+        E::ConnectionLoss | E::Timeout | E::UnexpectedError(_) | E::Custom(_) if may_have_written => {
+            LockError::Indeterminate(e.to_string())
+        }
+        _ => LockError::Unavailable(e.to_string()),
+    }
+}
+
+impl ZkLock {
+    async fn session(&self, ttl: Duration) -> Result<Arc<ZkSession>, LockError> {
+        let mut guard = self.session.lock().await;
+        if let Some(s) = guard.as_ref() {
+            if !s.lost.is_lost() {
+                return Ok(s.clone());
+            }
+        }
+        let s = Arc::new(ZkSession::open(&self.config, ttl).await?);
+        *guard = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Create our protected claim; after any error, look for it by its uuid before
+    /// deciding it does not exist.
+    async fn claim(&self, s: &ZkSession, dir: &str) -> Result<(String, i64), LockError> {
+        let prefix = format!("{dir}/_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
+        let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let mut made_dir = false;
+        loop {
+            let r = tokio::time::timeout(self.config.request_timeout, s.client.create(&prefix, b"", &ephemeral)).await;
+            match r {
+                Ok(Ok((stat, seq))) => return Ok((format!("{prefix}{seq}"), stat.czxid)),
+                Ok(Err(zk::Error::NoNode)) if !made_dir => {
+                    let container = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+                    match s.client.mkdir(dir, &container).await {
+                        Ok(()) | Err(zk::Error::NodeExists) => made_dir = true,
+                        Err(e) => return Err(map_err(e, false)),
+                    }
+                }
+                Ok(Err(e @ (zk::Error::NoNode | zk::Error::NoAuth | zk::Error::SessionExpired | zk::Error::NoChildrenForEphemerals))) => {
+                    return Err(map_err(e, false))
+                }
+                other => {
+                    let why = match other {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "create timed out".to_string(),
+                    };
+                    return match self.find_own(s, dir, &prefix).await {
+                        Ok(Some(found)) => Ok(found),
+                        Ok(None) => Err(LockError::Unavailable(format!("create failed ({why}); no claim of ours exists"))),
+                        Err(e) => {
+                            // Cannot tell whether the claim exists: drop the session so
+                            // that, if it does, it goes with it.
+                            s.stop();
+                            Err(LockError::Indeterminate(format!("create failed ({why}); lookup failed ({e})")))
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    async fn find_own(&self, s: &ZkSession, dir: &str, prefix: &str) -> Result<Option<(String, i64)>, zk::Error> {
+        let name = &prefix[dir.len() + 1..];
+        let children = s.client.list_children(dir).await?;
+        let Some(child) = children.into_iter().find(|c| c.starts_with(name)) else { return Ok(None) };
+        let path = format!("{dir}/{child}");
+        match s.client.check_stat(&path).await? {
+            Some(stat) => Ok(Some((path, stat.czxid))),
+            None => Ok(None),
+        }
+    }
+
+    /// Wait until our claim is the lowest; Ok(false) if our claim disappeared.
+    async fn wait_turn(&self, s: &ZkSession, dir: &str, me: &str, try_once: bool) -> Result<bool, LockError> {
+        let my_name = &me[dir.len() + 1..];
+        let my_seq = sequence_of(my_name).ok_or_else(|| LockError::Config(format!("bad claim name {my_name}")))?;
+        let mut lost = s.lost.subscribe();
+        loop {
+            let children = s.client.list_children(dir).await.map_err(|e| map_err(e, false))?;
+            let mut ours = false;
+            let mut predecessor: Option<(i64, String)> = None;
+            for c in children {
+                let Some(seq) = sequence_of(&c) else { continue };
+                if c == my_name {
+                    ours = true;
+                } else if seq < my_seq && predecessor.as_ref().is_none_or(|(p, _)| seq > *p) {
+                    predecessor = Some((seq, c));
+                }
+            }
+            if !ours {
+                return Ok(false);
+            }
+            let Some((_, pred)) = predecessor else { return Ok(true) };
+            if try_once {
+                return Err(LockError::Busy);
+            }
+            let path = format!("{dir}/{pred}");
+            let (stat, watcher) = s.client.check_and_watch_stat(&path).await.map_err(|e| map_err(e, false))?;
+            if stat.is_none() {
+                continue;
+            }
+            tokio::select! {
+                reason = lost.lost() => return Err(LockError::SessionLost(reason)),
+                _ = watcher.changed() => {}
+            }
+        }
+    }
+
+    /// Delete our claim, or end the session if we cannot.
+    async fn withdraw(&self, s: &ZkSession, path: &str) -> Result<(), ()> {
+        match tokio::time::timeout(self.config.request_timeout, s.client.delete(path, None)).await {
+            Ok(Ok(())) | Ok(Err(zk::Error::NoNode)) => Ok(()),
+            _ => {
+                s.stop();
+                Err(())
+            }
+        }
+    }
+}
+
+/// Private lease data.
+/// Weak, so a lease kept by its caller does not keep an abandoned session alive.
+struct Claim {
+    session: std::sync::Weak<ZkSession>,
+}
+
+impl Claim {
+    fn session(&self) -> Result<Arc<ZkSession>, LockError> {
+        self.session.upgrade().ok_or_else(|| LockError::NotHeld("the session that held this lock is gone".into()))
+    }
+}
+
+#[async_trait]
+impl DistLock for ZkLock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let dir = lock_dir(key)?;
+        let s = self.session(opts.ttl).await?;
+        let (path, czxid) = self.claim(&s, &dir).await?;
+        let try_once = opts.wait.is_zero();
+        let waited = tokio::time::timeout_at((invoked_at + opts.wait.max(self.config.request_timeout)).into(), async {
+            if try_once {
+                self.wait_turn(&s, &dir, &path, true).await
+            } else {
+                tokio::time::timeout_at((invoked_at + opts.wait).into(), self.wait_turn(&s, &dir, &path, false))
+                    .await
+                    .unwrap_or(Err(LockError::Timeout(opts.wait)))
+            }
+        })
+        .await
+        .unwrap_or(Err(LockError::Timeout(opts.wait)));
+        match waited {
+            Ok(true) => Ok(Lease {
+                key: key.to_string(),
+                token: Some(FencingToken(czxid as u64)),
+                invoked_at,
+                acquired_at: Instant::now(),
+                valid_until: invoked_at + s.timeout,
+                handle: LeaseHandle::new(path).with_data(Claim { session: Arc::downgrade(&s) }),
+                lost: s.lost.subscribe(),
+            }),
+            Ok(false) => Err(LockError::SessionLost("our lock node vanished while waiting: session expired".into())),
+            Err(e @ LockError::SessionLost(_)) => Err(e),
+            Err(e) => match self.withdraw(&s, &path).await {
+                Ok(()) => Err(e),
+                Err(()) => Err(LockError::Unavailable(format!("{e}; claim withdrawal failed, session ended"))),
+            },
+        }
+    }
+
+    async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not a ZooKeeper lease".into()))?;
+        let session = claim.session()?;
+        let r = tokio::time::timeout(self.config.request_timeout, session.client.delete(&lease.handle.id, None)).await;
+        match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(zk::Error::NoNode)) => Err(LockError::NotHeld(format!("{} is gone", lease.handle.id))),
+            Ok(Err(e)) => Err(map_err(e, true)),
+            Err(_) => Err(LockError::Indeterminate("delete timed out".into())),
+        }
+    }
+
+    async fn extend(&self, lease: &mut Lease, _ttl: Duration) -> Result<(), LockError> {
+        // The session's heartbeats keep the claim; confirm it is still ours.
+        let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not a ZooKeeper lease".into()))?;
+        let checked = Instant::now();
+        let session = claim.session()?;
+        let stat = session.client.check_stat(&lease.handle.id).await.map_err(|e| map_err(e, false))?;
+        match stat {
+            Some(st) if st.ephemeral_owner == session.client.session_id().0 => {
+                lease.valid_until = checked + session.timeout;
+                Ok(())
+            }
+            _ => Err(LockError::NotHeld(lease.handle.id.clone())),
+        }
+    }
+
+    async fn abandon(&self) {
+        // Drop the session without closing it: the server expires it after its timeout,
+        // as it would for a crashed process.
+        if let Some(s) = self.session.lock().await.take() {
+            s.stop();
+        }
+    }
+
+    async fn close(&self) {
+        if let Some(s) = self.session.lock().await.take() {
+            s.close();
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Turn an endpoints section into a connected [`Backend`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlbench_core::{Backend, LockError};
+
+use crate::endpoints::{Endpoints, Section};
+use crate::kind::BackendKind;
+
+/// Client-side bounds that apply to every backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts { connect: Duration::from_secs(3), request: Duration::from_secs(5) }
+    }
+}
+
+/// Read a password from the environment variable the section names. The value never
+/// leaves this function except into the client library.
+fn password(kind: BackendKind, s: &Section) -> Result<Option<String>, LockError> {
+    match &s.password_env {
+        None => Ok(None),
+        Some(var) => std::env::var(var).map(Some).map_err(|_| {
+            LockError::Config(format!("[{kind}] password_env names {var}, which is not set in the environment"))
+        }),
+    }
+}
+
+/// Connect to `kind` at the servers `endpoints` lists.
+pub async fn connect(
+    kind: BackendKind,
+    endpoints: &Endpoints,
+    t: Timeouts,
+    memory: Option<&dlbench_memory::MemoryBackend>,
+) -> Result<Arc<dyn Backend>, LockError> {
+    if kind == BackendKind::Memory {
+        return Ok(Arc::new(memory.cloned().unwrap_or_default()));
+    }
+    let s = endpoints
+        .get(kind)
+        .ok_or_else(|| LockError::Config(format!("no [{kind}] section in the endpoints")))?;
+    let pw = password(kind, s)?;
+    Ok(match kind {
+        BackendKind::Etcd => {
+            let mut c = dlbench_etcd::EtcdConfig::new(s.endpoints.clone());
+            c.connect_timeout = t.connect;
+            c.request_timeout = t.request;
+            if let (Some(u), Some(p)) = (&s.user, pw) {
+                c.user = Some((u.clone(), p));
+            }
+            Arc::new(dlbench_etcd::EtcdBackend::connect(c).await?)
+        }
+        BackendKind::Zookeeper => {
+            let mut c = dlbench_zookeeper::ZkConfig::new(s.endpoints.clone());
+            c.connect_timeout = t.connect.max(Duration::from_secs(5));
+            c.request_timeout = t.request;
+            if let (Some(u), Some(p)) = (&s.user, pw) {
+                c.digest = Some(format!("{u}:{p}"));
+            }
+            Arc::new(dlbench_zookeeper::ZkBackend::connect(c).await?)
+        }
+        BackendKind::Redis | BackendKind::Redlock => {
+            let nodes: Vec<dlbench_redis::NodeConfig> = s
+                .endpoints
+                .iter()
+                .map(|e| {
+                    let mut n = dlbench_redis::NodeConfig::new(e.clone());
+                    n.connect_timeout = t.connect;
+                    n.request_timeout = t.request;
+                    n.username = s.user.clone();
+                    n.password = pw.clone();
+                    n
+                })
+                .collect();
+            if kind == BackendKind::Redis {
+                let first = nodes.into_iter().next().expect("validated non-empty");
+                Arc::new(dlbench_redis::RedisBackend::connect(first).await?)
+            } else {
+                let cfg = dlbench_redlock::RedlockConfig { nodes, node_timeout: None };
+                Arc::new(dlbench_redlock::RedlockBackend::connect(cfg).await?)
+            }
+        }
+        BackendKind::Postgres => {
+            let mut c = dlbench_postgres::PgConfig::new(s.endpoints[0].clone());
+            c.connect_timeout = t.connect;
+            c.request_timeout = t.request;
+            if let Some(u) = &s.user {
+                c.user = u.clone();
+            }
+            if let Some(d) = &s.database {
+                c.database = d.clone();
+            }
+            c.password = pw;
+            Arc::new(dlbench_postgres::PgBackend::connect(c).await?)
+        }
+        BackendKind::Memory => unreachable!(),
+    })
+}

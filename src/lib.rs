@@ -1,0 +1,30 @@
+//! dlbench: benchmark and safety-test distributed locks on real servers.
+//!
+//! The flow of a run, and the module that owns each step:
+//!
+//! - [`cli`] parses flags into one validated plan ([`run::RunPlan`]); `main` is a thin shell.
+//! - [`target`] starts the servers: [`target::local`] runs real etcd, ZooKeeper, Redis and
+//!   PostgreSQL processes from the machine's packages, on loopback, and guarantees they stop.
+//! - [`connect`] turns an [`endpoints`] file (or the local target's endpoints) into a
+//!   connected backend from the `backends/` crates, all behind `dlbench_core::Backend`.
+//! - [`driver`] runs a [`workload`]: clients acquire, work on the protected resource
+//!   (`dlbench_core::Resource`), release; [`stats`] records latency in HDR histograms.
+//! - [`summary`] turns phase results into `summary.json` and the table; [`results`] owns
+//!   the run directory and writes files atomically as the run goes.
+//! - [`lockcmd`] and [`up`] are the small commands: hold a lock around a command, and keep
+//!   a target running for other clients.
+
+pub mod cli;
+pub mod connect;
+pub mod driver;
+pub mod endpoints;
+pub mod kind;
+pub mod lockcmd;
+pub mod results;
+pub mod run;
+pub mod stats;
+pub mod summary;
+pub mod target;
+pub mod up;
+pub mod util;
+pub mod workload;

@@ -1,0 +1,34 @@
+//! `dlbench up`: start the local target and keep it running until Ctrl-C.
+
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::kind::BackendKind;
+use crate::results::RunDir;
+use crate::target::local::{bins, LocalTarget};
+use crate::util::write_atomic;
+
+pub async fn up(backends: Vec<BackendKind>, endpoints: Option<PathBuf>, out: PathBuf, cancel: CancellationToken) -> anyhow::Result<i32> {
+    let real: Vec<BackendKind> = backends.into_iter().filter(|k| *k != BackendKind::Memory).collect();
+    bins::find(&real)?;
+    let dir = RunDir::create(&out, "up-")?;
+    eprintln!("dlbench up: starting {} under {}", crate::run::names(&real), dir.path.display());
+    let target = tokio::select! {
+        t = LocalTarget::start(&dir.path, &real) => t?,
+        _ = cancel.cancelled() => return Ok(130),
+    };
+    let toml = target.endpoints().to_toml();
+    if let Some(p) = &endpoints {
+        write_atomic(p, toml.as_bytes()).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        eprintln!("dlbench up: endpoints written to {}", p.display());
+    }
+    print!("{toml}");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    eprintln!("dlbench up: {} servers running; Ctrl-C stops them", target.nodes().len());
+    cancel.cancelled().await;
+    eprintln!("dlbench up: stopping");
+    drop(target);
+    Ok(0)
+}

@@ -1,0 +1,74 @@
+//! Small helpers shared across the harness.
+
+use std::path::Path;
+
+/// Accept `host:port` with a numeric port.
+pub fn check_host_port(s: &str) -> Result<(), String> {
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!("{s:?} is not host:port")),
+    }
+}
+
+/// Write `contents` to `path` atomically: a temporary file in the same directory, then a
+/// rename, so a reader (or a crash) never sees half a file.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Parse durations written like `250ms`, `10s`, `2m`, `1.5s`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (write e.g. 250ms, 10s, 2m)"))?;
+    let secs = match unit.trim() {
+        "ns" => n / 1e9,
+        "us" | "µs" => n / 1e6,
+        "ms" => n / 1e3,
+        "s" | "" if n == 0.0 => 0.0,
+        "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?} is not a duration (write e.g. 250ms, 10s, 2m)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Print a duration the way the flags take it.
+pub fn fmt_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 && ms > 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("10").is_err(), "a bare number other than 0 is ambiguous");
+        assert!(parse_duration("fast").is_err());
+    }
+}

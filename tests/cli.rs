@@ -1,0 +1,235 @@
+//! The `dlbench` binary end to end: what a user types, what they see, what is left behind.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Tests that start a whole target take turns: two at once would starve a 2-core machine.
+static HEAVY: Mutex<()> = Mutex::new(());
+
+fn dlbench() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dlbench"));
+    c.env_remove("DLBENCH_LOG");
+    c
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dlbench-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// PIDs of processes whose command line or working directory is under `dir`. Servers name
+/// their data directory on the command line, except those that rewrite their process title
+/// (Redis, PostgreSQL's helpers), which run with their data directory as working directory.
+fn processes_under(dir: &Path) -> Vec<(u32, String)> {
+    let needle = dir.to_string_lossy().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let cwd = std::fs::read_link(e.path().join("cwd")).map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+        // dlbench itself also names the directory; it is our child and waited for.
+        if (cmd.contains(&needle) || cwd.starts_with(&needle)) && !cmd.starts_with(env!("CARGO_BIN_EXE_dlbench")) {
+            out.push((pid, cmd));
+        }
+    }
+    out
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("process did not exit within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sigint(child: &Child) {
+    // SAFETY: signalling our own child by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+}
+
+#[test]
+fn unknown_backend_names_the_valid_ones() {
+    let out = dlbench().args(["run", "--backends", "nosuch", "--out"]).arg(scratch("nosuch")).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
+    assert!(err.contains("nosuch") && err.contains("etcd") && err.contains("zookeeper") && err.contains("redlock"), "{err}");
+}
+
+#[test]
+fn missing_server_binary_is_named_with_its_package() {
+    let empty = scratch("empty-path");
+    let out_dir = empty.join("results");
+    for (backend, binary, package) in [("redis", "redis-server", "redis-server"), ("etcd", "etcd", "etcd-server")] {
+        let started = Instant::now();
+        let out = dlbench()
+            .env("PATH", &empty)
+            .args(["run", "--backends", backend, "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
+        assert!(err.contains(&format!("{binary} not found")), "{err}");
+        assert!(err.contains(&format!("apt-get install {package}")), "{err}");
+        assert!(!out_dir.exists(), "nothing should be created before the check");
+    }
+}
+
+#[test]
+fn bad_duration_is_a_clear_error() {
+    let out = dlbench().args(["run", "--duration", "fast"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fast") && err.contains("duration"), "{err}");
+}
+
+/// The main command, shortened: every backend measured, none overlapping, summary.json
+/// carrying the documented fields.
+#[test]
+fn run_measures_all_five_backends() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("run");
+    let out = dlbench()
+        .args(["run", "--duration", "2s", "--warmup", "0s", "--out"])
+        .arg(&dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "exit {}: {stdout}", out.status);
+    let latest = dir.join("latest").join("summary.json");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&latest).unwrap()).unwrap();
+    assert_eq!(summary["complete"], true);
+    let backends = summary["backends"].as_array().unwrap();
+    let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["postgres", "redis", "redlock", "zookeeper", "etcd"]);
+    for b in backends {
+        let name = b["name"].as_str().unwrap();
+        assert!(b["ops_per_sec"].as_f64().unwrap() > 0.0, "{name}: no throughput");
+        for f in ["p50", "p99", "p999"] {
+            assert!(b["acquire_latency_us"][f].as_u64().is_some(), "{name}: acquire_latency_us.{f}");
+        }
+        for f in ["errors", "overlaps", "lost_updates", "stale_tokens"] {
+            assert!(b[f].as_u64().is_some(), "{name}: {f}");
+        }
+        assert_eq!(b["overlaps"], 0, "{name} overlapped");
+        assert_eq!(b["lost_updates"], 0, "{name} lost updates");
+        assert!(stdout.lines().any(|l| l.starts_with(name)), "{name} missing from the table:\n{stdout}");
+    }
+    assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
+}
+
+/// Ctrl-C halfway through a run leaves no server running, and a summary marked incomplete.
+#[test]
+fn sigint_mid_run_leaves_nothing_behind() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("sigint");
+    let mut child = dlbench()
+        .args(["run", "--duration", "60s", "--out"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    // Wait until the servers are up and load is running.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let line = lines.next().expect("dlbench ended before load started").unwrap();
+        if line.contains("hot-key") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "load never started");
+    }
+    std::thread::spawn(move || for _ in lines {});
+    let running = processes_under(&dir);
+    assert!(running.len() >= 13, "expected 13+ servers running, saw {}", running.len());
+    std::thread::sleep(Duration::from_secs(2));
+    sigint(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130), "interrupted run exits 130");
+    let left = processes_under(&dir);
+    assert!(left.is_empty(), "left behind after SIGINT: {left:?}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("latest").join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["complete"], false, "an interrupted run must not look finished");
+}
+
+/// With `dlbench up` running, `dlbench lock` on each backend serializes two commands.
+#[test]
+fn up_then_lock_serializes_commands_on_every_backend() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("up");
+    let ep = dir.join("endpoints.toml");
+    let mut up = dlbench()
+        .args(["up", "--endpoints"])
+        .arg(&ep)
+        .arg("--out")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ep.exists() {
+        assert!(up.try_wait().unwrap().is_none(), "dlbench up exited early");
+        assert!(Instant::now() < deadline, "endpoints never written");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for backend in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
+        let start = dir.join(format!("{backend}-a-start"));
+        let end = dir.join(format!("{backend}-a-end"));
+        let lock = |script: String| {
+            dlbench()
+                .args(["lock", "--endpoints"])
+                .arg(&ep)
+                .args(["--backend", backend, "shared-name", "--", "sh", "-c", &script])
+                .spawn()
+                .unwrap()
+        };
+        let mut a = lock(format!("touch {s}; sleep 2; touch {e}", s = start.display(), e = end.display()));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !start.exists() {
+            assert!(Instant::now() < deadline, "{backend}: first lock never ran its command");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // B starts while A holds the lock; its command may only run after A's ended.
+        let mut b = lock(format!("test -e {e}", e = end.display()));
+        let sb = wait_exit(&mut b, Duration::from_secs(60));
+        let sa = wait_exit(&mut a, Duration::from_secs(60));
+        assert!(sa.success(), "{backend}: first command failed: {sa}");
+        assert!(sb.success(), "{backend}: second command ran before the first had finished");
+    }
+    // Exit status of the command is passed through.
+    let st = dlbench()
+        .args(["lock", "--endpoints"])
+        .arg(&ep)
+        .args(["--backend", "redis", "status-name", "--", "sh", "-c", "exit 7"])
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(7));
+    sigint(&up);
+    let status = wait_exit(&mut up, Duration::from_secs(60));
+    assert!(status.success(), "dlbench up after Ctrl-C: {status}");
+    let left = processes_under(&dir);
+    assert!(left.is_empty(), "left behind after up was stopped: {left:?}");
+}

@@ -1,0 +1,131 @@
+//! The conformance suite on every backend, and interop with official clients, on real
+//! servers started by dlbench's local target.
+
+mod support;
+
+use std::time::Duration;
+
+use dlbench::kind::BackendKind;
+use dlbench_core::conformance_tests;
+
+conformance_tests!(
+    conformance_postgres,
+    make = support::backend(BackendKind::Postgres).await,
+    dead = support::dead(BackendKind::Postgres),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
+    conformance_redis,
+    make = support::backend(BackendKind::Redis).await,
+    dead = support::dead(BackendKind::Redis),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
+    conformance_redlock,
+    make = support::backend(BackendKind::Redlock).await,
+    dead = support::dead(BackendKind::Redlock),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
+    conformance_zookeeper,
+    make = support::backend(BackendKind::Zookeeper).await,
+    dead = support::dead(BackendKind::Zookeeper),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
+    conformance_etcd,
+    make = support::backend(BackendKind::Etcd).await,
+    dead = support::dead(BackendKind::Etcd),
+    ttl = Duration::from_secs(2)
+);
+
+mod interop {
+    use super::*;
+    use dlbench_core::AcquireOptions;
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    fn etcdctl(ep: &str) -> Command {
+        let mut c = Command::new("etcdctl");
+        c.env("ETCDCTL_API", "3").arg("--endpoints").arg(ep);
+        c
+    }
+
+    fn etcd_endpoint() -> String {
+        support::endpoints().etcd.as_ref().unwrap().endpoints[0].clone()
+    }
+
+    /// Wait until some client holds a claim under NAME/ (etcdctl prints nothing before).
+    fn wait_for_claim(ep: &str, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = etcdctl(ep).args(["get", "--prefix", "--keys-only", &format!("{name}/")]).output().unwrap();
+            if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "etcdctl never took {name}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// While `etcdctl lock NAME -- sleep 3` holds NAME, dlbench cannot take it; afterwards it can.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcdctl_holds_dlbench_waits() {
+        let ep = etcd_endpoint();
+        let name = dlbench_core::conformance::unique_key("etcdctl-holds");
+        let mut holder = etcdctl(&ep).args(["lock", &name, "--", "sleep", "3"]).stdout(Stdio::null()).spawn().unwrap();
+        wait_for_claim(&ep, &name);
+        let backend = support::backend(BackendKind::Etcd).await;
+        let client = backend.client().await.unwrap();
+        let opts = AcquireOptions::default().with_ttl(Duration::from_secs(10));
+        let r = client.acquire(&name, &opts.clone().with_wait(Duration::from_millis(500))).await;
+        assert!(matches!(r, Err(ref e) if e.is_contention()), "dlbench took a lock etcdctl holds: {r:?}");
+        let lease = client.acquire(&name, &opts.with_wait(Duration::from_secs(30))).await.expect("after etcdctl exits");
+        let status = holder.wait().unwrap();
+        assert!(status.success(), "etcdctl lock failed: {status}");
+        client.release(lease).await.unwrap();
+        client.close().await;
+    }
+
+    /// While dlbench holds NAME, `etcdctl lock NAME` waits; it gets the lock once released.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dlbench_holds_etcdctl_waits() {
+        let ep = etcd_endpoint();
+        let name = dlbench_core::conformance::unique_key("dlbench-holds");
+        let backend = support::backend(BackendKind::Etcd).await;
+        let client = backend.client().await.unwrap();
+        let lease = client.acquire(&name, &AcquireOptions::default()).await.unwrap();
+        let mut waiter = etcdctl(&ep).args(["lock", &name, "--", "true"]).stdout(Stdio::null()).spawn().unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(waiter.try_wait().unwrap().is_none(), "etcdctl lock returned while dlbench held {name}");
+        client.release(lease).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = waiter.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "etcdctl still waiting 20 s after release");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success());
+        client.close().await;
+    }
+
+    /// The ZooKeeper claim is named as Curator names it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zookeeper_nodes_are_curator_nodes() {
+        let name = dlbench_core::conformance::unique_key("curator");
+        let backend = support::backend(BackendKind::Zookeeper).await;
+        let client = backend.client().await.unwrap();
+        let lease = client.acquire(&name, &AcquireOptions::default()).await.unwrap();
+        let node = lease.handle.id.clone();
+        let prefix = format!("/{name}/_c_");
+        assert!(node.starts_with(&prefix), "{node} is not under {prefix}");
+        let tail = &node[prefix.len()..];
+        let (uuid, seq) = tail.split_once("-lock-").expect("Curator's -lock- separator");
+        assert_eq!(uuid.len(), 36, "uuid part {uuid}");
+        assert!(seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()), "sequence {seq}");
+        client.release(lease).await.unwrap();
+        client.close().await;
+    }
+}
