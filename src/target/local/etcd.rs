@@ -1,0 +1,86 @@
+//! etcd x3: a static-bootstrap cluster on loopback.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::process::Spec;
+use super::NodePlan;
+
+pub struct EtcdPorts {
+    pub client: u16,
+    pub peer: u16,
+}
+
+/// One spec per member; `ports[i]` are member i's client and peer ports.
+pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<NodePlan> {
+    let cluster: Vec<String> =
+        ports.iter().enumerate().map(|(i, p)| format!("etcd-{}=http://127.0.0.1:{}", i + 1, p.peer)).collect();
+    let cluster = cluster.join(",");
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let name = format!("etcd-{}", i + 1);
+            let home = dir.join(&name);
+            let client = format!("http://127.0.0.1:{}", p.client);
+            let peer = format!("http://127.0.0.1:{}", p.peer);
+            let spec = Spec::new(&name, bin, home.join("log")).args([
+                "--name".into(),
+                name.clone(),
+                "--data-dir".into(),
+                home.join("data").display().to_string(),
+                "--listen-client-urls".into(),
+                client.clone(),
+                "--advertise-client-urls".into(),
+                client,
+                "--listen-peer-urls".into(),
+                peer.clone(),
+                "--initial-advertise-peer-urls".into(),
+                peer,
+                "--initial-cluster".into(),
+                cluster.clone(),
+                "--initial-cluster-token".into(),
+                token.to_string(),
+                "--initial-cluster-state".into(),
+                "new".into(),
+                "--logger".into(),
+                "zap".into(),
+                "--log-outputs".into(),
+                "stderr".into(),
+            ]);
+            NodePlan { spec, client_addr: format!("127.0.0.1:{}", p.client), data: home.join("data") }
+        })
+        .collect()
+}
+
+/// Healthy when every member answers `status` and all name the same leader.
+pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
+    let mut leaders = Vec::new();
+    for ep in endpoints {
+        let opts = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_secs(2));
+        let mut c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts))
+            .await
+            .map_err(|e| format!("{ep}: {e}"))?;
+        let st = c.status().await.map_err(|e| format!("{ep}: {e}"))?;
+        if st.leader() == 0 {
+            return Err(format!("{ep}: no leader yet"));
+        }
+        leaders.push(st.leader());
+    }
+    leaders.dedup();
+    if leaders.len() == 1 {
+        Ok(())
+    } else {
+        Err("members disagree on the leader".into())
+    }
+}
+
+pub async fn version(ep: &str) -> Result<String, String> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(1))
+        .with_timeout(Duration::from_secs(2));
+    let mut c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|e| e.to_string())?;
+    Ok(c.status().await.map_err(|e| e.to_string())?.version().to_string())
+}

@@ -1,0 +1,112 @@
+//! PostgreSQL x1: initdb into the run directory, then the server, as the `postgres` user
+//! when dlbench runs as root (PostgreSQL refuses to run as root).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use super::process::Spec;
+use super::NodePlan;
+
+/// (uid, gid) of the `postgres` account when we are root.
+pub fn run_as() -> Result<Option<(u32, u32)>, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    let name = std::ffi::CString::new("postgres").unwrap();
+    // SAFETY: getpwnam returns a pointer into static storage or null; read at once.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        return Err("dlbench runs as root and PostgreSQL refuses root, but there is no `postgres` user: \
+                    install the Debian package postgresql, which creates it"
+            .into());
+    }
+    Ok(Some(unsafe { ((*pw).pw_uid, (*pw).pw_gid) }))
+}
+
+fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::chown(p, Some(uid), Some(gid))?;
+    if p.is_dir() {
+        for e in std::fs::read_dir(p)? {
+            chown_tree(&e?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// Run initdb (synchronously) and return the server's spec.
+pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16) -> Result<NodePlan, String> {
+    let home = dir.join("postgres-1");
+    let data = home.join("data");
+    std::fs::create_dir_all(&home).map_err(|e| format!("create {}: {e}", home.display()))?;
+    let user = run_as()?;
+    if let Some((uid, gid)) = user {
+        chown_tree(&home, uid, gid).map_err(|e| format!("chown {}: {e}", home.display()))?;
+    }
+    let mut cmd = Command::new(initdb);
+    cmd.args(["-D"])
+        .arg(&data)
+        .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        .env("LC_ALL", "C");
+    if let Some((uid, gid)) = user {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(uid).gid(gid);
+    }
+    let out = cmd.output().map_err(|e| format!("run {}: {e}", initdb.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim();
+        return Err(format!(
+            "initdb failed in {} ({last}); if the postgres user cannot reach that directory, choose --out under a world-readable path",
+            data.display()
+        ));
+    }
+    let mut spec = Spec::new("postgres-1", postgres, home.join("log")).args([
+        "-D".to_string(),
+        data.display().to_string(),
+        "-p".into(),
+        port.to_string(),
+        "-c".into(),
+        "listen_addresses=127.0.0.1".into(),
+        "-c".into(),
+        format!("unix_socket_directories={}", home.display()),
+        "-c".into(),
+        "max_connections=300".into(),
+        "-c".into(),
+        "logging_collector=off".into(),
+    ]);
+    spec.user = user;
+    // SIGINT is PostgreSQL's "fast" shutdown: abort transactions, stop at once.
+    spec.stop_signal = libc::SIGINT;
+    spec.env.push(("LC_ALL".into(), "C".into()));
+    Ok(NodePlan { spec, client_addr: format!("127.0.0.1:{port}"), data })
+}
+
+fn options(ep: &str) -> sqlx::postgres::PgConnectOptions {
+    let (host, port) = ep.rsplit_once(':').unwrap_or((ep, "5432"));
+    sqlx::postgres::PgConnectOptions::new()
+        .host(host)
+        .port(port.parse().unwrap_or(5432))
+        .username("postgres")
+        .database("postgres")
+}
+
+pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
+    use sqlx::ConnectOptions;
+    for ep in endpoints {
+        let fut = async {
+            let mut c = options(ep).connect().await.map_err(|e| format!("{ep}: {e}"))?;
+            sqlx::query("SELECT 1").execute(&mut c).await.map_err(|e| format!("{ep}: {e}"))?;
+            Ok::<_, String>(())
+        };
+        tokio::time::timeout(Duration::from_secs(3), fut).await.map_err(|_| format!("{ep}: no answer"))??;
+    }
+    Ok(())
+}
+
+pub async fn version(ep: &str) -> Result<String, String> {
+    use sqlx::ConnectOptions;
+    let mut c = options(ep).connect().await.map_err(|e| e.to_string())?;
+    sqlx::query_scalar::<_, String>("SHOW server_version").fetch_one(&mut c).await.map_err(|e| e.to_string())
+}

@@ -1,0 +1,98 @@
+//! ZooKeeper x3: an ensemble on loopback, run straight from the Debian package's jars.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::process::Spec;
+use super::NodePlan;
+
+pub struct ZkPorts {
+    pub client: u16,
+    pub quorum: u16,
+    pub election: u16,
+}
+
+/// tickTime 500 ms: sessions may be as short as 1 s (2 ticks), which the expiry tests and
+/// short-TTL workloads need; maxSessionTimeout is raised so long-hold workloads fit.
+fn config(data: &Path, me: &ZkPorts, all: &[ZkPorts]) -> String {
+    let mut cfg = format!(
+        "tickTime=500\ninitLimit=20\nsyncLimit=10\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+         maxClientCnxns=0\nminSessionTimeout=1000\nmaxSessionTimeout=120000\nadmin.enableServer=false\n\
+         4lw.commands.whitelist=srvr,ruok,mntr\nstandaloneEnabled=false\nreconfigEnabled=false\n",
+        data.display(),
+        me.client
+    );
+    for (i, p) in all.iter().enumerate() {
+        cfg.push_str(&format!("server.{}=127.0.0.1:{}:{}\n", i + 1, p.quorum, p.election));
+    }
+    cfg
+}
+
+pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std::io::Result<Vec<NodePlan>> {
+    let mut out = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let name = format!("zookeeper-{}", i + 1);
+        let home = dir.join(&name);
+        let data = home.join("data");
+        std::fs::create_dir_all(&data)?;
+        std::fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+        let cfg_path = home.join("zoo.cfg");
+        std::fs::write(&cfg_path, config(&data, p, ports))?;
+        let spec = Spec::new(&name, java, home.join("log")).args([
+            "-Xmx256m".to_string(),
+            "-XX:+UseSerialGC".into(),
+            "-XX:-UsePerfData".into(),
+            "-Dzookeeper.admin.enableServer=false".into(),
+            format!("-Dzookeeper.log.dir={}", home.display()),
+            "-cp".into(),
+            classpath.to_string(),
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
+            cfg_path.display().to_string(),
+        ]);
+        out.push(NodePlan { spec, client_addr: format!("127.0.0.1:{}", p.client), data });
+    }
+    Ok(out)
+}
+
+/// Send a four-letter word and read the whole answer.
+pub async fn four_letter(ep: &str, word: &str) -> Result<String, String> {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(ep).await.map_err(|e| format!("{ep}: {e}"))?;
+        s.write_all(word.as_bytes()).await.map_err(|e| format!("{ep}: {e}"))?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.map_err(|e| format!("{ep}: {e}"))?;
+        Ok::<_, String>(out)
+    };
+    tokio::time::timeout(Duration::from_secs(2), fut).await.map_err(|_| format!("{ep}: no answer to {word}"))?
+}
+
+/// Healthy when every member serves and reports a role (a quorum formed).
+pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
+    let mut leaders = 0;
+    for ep in endpoints {
+        let out = four_letter(ep, "srvr").await?;
+        if out.contains("Mode: leader") {
+            leaders += 1;
+        } else if !out.contains("Mode: follower") {
+            return Err(format!("{ep}: not serving yet"));
+        }
+    }
+    if leaders == 1 {
+        Ok(())
+    } else {
+        Err(format!("{leaders} leaders"))
+    }
+}
+
+pub async fn version(ep: &str) -> Result<String, String> {
+    let out = four_letter(ep, "srvr").await?;
+    let v = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Zookeeper version:"))
+        .ok_or("no version line")?
+        .trim();
+    // "3.8.0-11+deb12u2, built on ..." -> up to the comma.
+    Ok(v.split(',').next().unwrap_or(v).trim().to_string())
+}
