@@ -10,7 +10,7 @@ use crate::connect::Timeouts;
 use crate::kind::{self, BackendKind};
 use crate::run::RunPlan;
 use crate::util::parse_duration;
-use crate::workload::Workload;
+use crate::workload::{self, Dist, KeyDist, Overrides, Workload};
 
 #[derive(Parser, Debug)]
 #[command(name = "dlbench", version, about = "Benchmark and safety-test distributed locks on real servers")]
@@ -39,33 +39,47 @@ struct RunArgs {
     /// `memory` is the in-process reference).
     #[arg(long, default_value = "all")]
     backends: String,
+    /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,
+    /// long-hold, open-loop) or TOML files. Default: hot-key,many-keys. The flags below
+    /// override the workloads' own values.
+    #[arg(long)]
+    workload: Option<String>,
     /// Concurrent clients per backend.
-    #[arg(long, default_value_t = 8)]
-    clients: usize,
-    /// Number of keys. Without it the run has two phases: one hot key, then 64 keys.
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Number of keys. Without --workload, a single phase with this many keys.
     #[arg(long)]
     keys: Option<usize>,
+    /// How keys are chosen: uniform or zipf.
+    #[arg(long)]
+    key_dist: Option<KeyDist>,
     /// Measured time per phase (e.g. 5s, 500ms).
-    #[arg(long, value_parser = duration, default_value = "5s")]
-    duration: Duration,
+    #[arg(long, value_parser = duration)]
+    duration: Option<Duration>,
+    /// Stop each phase after this many operations (warm-up included).
+    #[arg(long)]
+    ops: Option<u64>,
     /// Warm-up per phase, excluded from the figures.
-    #[arg(long, value_parser = duration, default_value = "1s")]
-    warmup: Duration,
-    /// Time spent inside the critical section.
-    #[arg(long, default_value = "0ms")]
-    hold: String,
-    /// Time between releasing and the next acquire.
-    #[arg(long, default_value = "0ms")]
-    think: String,
+    #[arg(long, value_parser = duration)]
+    warmup: Option<Duration>,
+    /// Time inside the critical section: 5ms, uniform(1ms,10ms) or exp(5ms).
+    #[arg(long)]
+    hold: Option<Dist>,
+    /// Closed loop: time between a release and the next acquire (same forms as --hold).
+    #[arg(long)]
+    think: Option<Dist>,
     /// Lock TTL / lease / session timeout.
-    #[arg(long, value_parser = duration, default_value = "10s")]
-    ttl: Duration,
+    #[arg(long, value_parser = duration)]
+    ttl: Option<Duration>,
     /// How long one acquire may wait for a contended lock.
-    #[arg(long, value_parser = duration, default_value = "5s")]
-    wait_timeout: Duration,
-    /// Seed for key choice and sampled durations.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[arg(long, value_parser = duration)]
+    wait_timeout: Option<Duration>,
+    /// Open loop: acquisitions per second in total; latency counts from intended starts.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Seed for key choice and sampled durations (default: random, and printed).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -107,25 +121,41 @@ struct LockArgs {
 
 fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
     let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
-    let base = Workload {
+    let mut phases: Vec<Workload> = match (&a.workload, a.keys) {
+        (Some(list), _) => {
+            list.split(',').filter(|s| !s.trim().is_empty()).map(|s| workload::load(s.trim())).collect::<Result<_, _>>()
+        }
+        (None, Some(1)) => workload::load("hot-key").map(|w| vec![w]),
+        (None, Some(_)) => workload::load("many-keys").map(|w| vec![w]),
+        (None, None) => ["hot-key", "many-keys"].iter().map(|n| workload::load(n)).collect(),
+    }
+    .map_err(anyhow::Error::msg)?;
+    if phases.is_empty() {
+        anyhow::bail!("--workload names no workload; shipped: {}", workload::shipped_names());
+    }
+    // One seed for the whole run, chosen now and logged, unless given.
+    let seed = a.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
+    let o = Overrides {
         clients: a.clients,
-        duration: a.duration,
-        warmup: a.warmup,
-        hold: a.hold.parse().map_err(|e| anyhow::anyhow!("--hold: {e}"))?,
-        think: a.think.parse().map_err(|e| anyhow::anyhow!("--think: {e}"))?,
+        keys: a.keys,
+        key_dist: a.key_dist,
+        hold: a.hold,
+        think: a.think,
         ttl: a.ttl,
         wait_timeout: a.wait_timeout,
-        seed: a.seed,
-        ..Workload::default()
+        duration: a.duration,
+        ops: a.ops,
+        warmup: a.warmup,
+        rate: a.rate,
+        seed: None,
     };
-    let phases = match a.keys {
-        Some(1) => vec![Workload { name: "hot-key".into(), keys: 1, ..base }],
-        Some(k) => vec![Workload { name: "many-keys".into(), keys: k, ..base }],
-        None => vec![
-            Workload { name: "hot-key".into(), keys: 1, ..base.clone() },
-            Workload { name: "many-keys".into(), keys: 64, ..base },
-        ],
-    };
+    for w in &mut phases {
+        o.apply(w);
+        if a.seed.is_some() || w.seed.is_none() {
+            w.seed = Some(seed);
+        }
+        w.validate().map_err(|e| anyhow::anyhow!("workload {}: {e}", w.name))?;
+    }
     Ok(RunPlan { backends, phases, out: a.out, timeouts: Timeouts::default(), command: std::env::args().collect() })
 }
 

@@ -3,17 +3,52 @@
 //! One phase runs one [`Workload`] against one backend. Each client is a task with its own
 //! [`DistLock`] (its own session); a client whose operation ended with an unknown outcome
 //! is retired (abandoned, as a crashed process would be) and replaced, never reused.
+//!
+//! Closed loop: each client acquires, holds, releases, thinks, repeats. Open loop
+//! (`rate`): operation *i* is due at `start + i / rate`; whichever client is free takes the
+//! next due operation, and its latency counts from when it was due, so a stalled server
+//! cannot hide its stall by slowing the load down (coordinated omission; wrk2 and YCSB's
+//! `intended` mode). How late a free client starts a due operation is the driver's own lag,
+//! reported separately from the system's latency.
+//!
 //! Latency counts only operations that started after the warm-up; the resource counts
 //! everything, because a safety violation during warm-up is still a violation.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dlbench_core::{AcquireOptions, Backend, DistLock, LockError, Resource, ResourceStats};
+use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
-use crate::stats::{Recorder, Totals};
+use crate::stats::{new_histogram, HlogWriter, Recorder, TimePoint, Totals};
 use crate::workload::{KeyPicker, Workload};
+
+/// How many clients' first keys the result keeps, and how many keys each.
+const SAMPLE_CLIENTS: usize = 4;
+const SAMPLE_KEYS: usize = 32;
+
+/// What the ticker tells a progress display once a second.
+#[derive(Debug, Clone)]
+pub struct Tick {
+    pub point: TimePoint,
+    pub elapsed: Duration,
+    /// Warm-up plus duration.
+    pub planned: Duration,
+}
+
+pub type OnTick = Arc<dyn Fn(&Tick) + Send + Sync>;
+
+/// Where a phase sends its side outputs.
+#[derive(Clone, Default)]
+pub struct PhaseOutputs {
+    /// Write `<dir>/<label>-acquire.hlog` as the phase runs.
+    pub hlog: Option<(PathBuf, String)>,
+    pub on_tick: Option<OnTick>,
+}
 
 /// What one phase measured.
 pub struct PhaseResult {
@@ -25,6 +60,19 @@ pub struct PhaseResult {
     pub cancelled: bool,
     /// Clients retired after an operation with an unknown outcome.
     pub retired: u64,
+    pub timeseries: Vec<TimePoint>,
+    /// Measured-window acquisitions per client.
+    pub per_client: Vec<u64>,
+    /// Grants out of arrival order, for backends that promise FIFO.
+    pub fifo_violations: Option<u64>,
+    /// How late the driver's own timers fired (10 ms probe): the driver as a bottleneck.
+    pub driver_lag: Histogram<u64>,
+    /// Open loop: how late a free client started a due operation.
+    pub schedule_lag: Option<Histogram<u64>>,
+    /// Open loop: operations that came due in the measured window.
+    pub scheduled: Option<u64>,
+    /// The first keys (indices) each of the first few clients chose.
+    pub first_keys: Vec<Vec<u32>>,
 }
 
 impl PhaseResult {
@@ -38,61 +86,201 @@ impl PhaseResult {
     }
 }
 
+/// Per-key arrival order, to count grants that jump the queue.
+///
+/// A grant is out of order when its client arrived after the key's previous grant while
+/// another client, which was already waiting before that grant, is still waiting: a FIFO
+/// lock hands the key to the oldest waiter. Arrival is when the client called acquire, so a
+/// waiter that called within one round trip of the previous grant may not have reached the
+/// server yet; requiring it to have waited since before that grant keeps that race small.
+struct FifoTracker {
+    keys: Vec<Mutex<KeyQueue>>,
+    violations: AtomicU64,
+}
+
+#[derive(Default)]
+struct KeyQueue {
+    waiting: HashMap<usize, Instant>,
+    last_grant: Option<Instant>,
+}
+
+impl FifoTracker {
+    fn new(keys: usize) -> Self {
+        FifoTracker { keys: (0..keys).map(|_| Mutex::default()).collect(), violations: AtomicU64::new(0) }
+    }
+    fn arrive(&self, key: usize, client: usize, at: Instant) {
+        self.keys[key].lock().unwrap().waiting.insert(client, at);
+    }
+    fn leave(&self, key: usize, client: usize) {
+        self.keys[key].lock().unwrap().waiting.remove(&client);
+    }
+    fn granted(&self, key: usize, client: usize, arrived: Instant) {
+        let mut q = self.keys[key].lock().unwrap();
+        q.waiting.remove(&client);
+        if let Some(prev) = q.last_grant {
+            if arrived > prev && q.waiting.values().any(|&w| w < prev) {
+                self.violations.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        q.last_grant = Some(Instant::now());
+    }
+}
+
 struct Shared {
     backend: Arc<dyn Backend>,
     workload: Workload,
     keys: Vec<String>,
     resource: Resource,
     recorder: Recorder,
+    started: Instant,
     measure_from: Instant,
     stop: CancellationToken,
-    retired: std::sync::atomic::AtomicU64,
+    retired: AtomicU64,
+    /// Next operation index (open loop) or operations started (closed loop with `ops`).
+    next_op: AtomicU64,
+    /// Nanoseconds after `started` of the latest release call per key (0 = none yet).
+    last_release: Vec<AtomicU64>,
+    fifo: Option<FifoTracker>,
+    schedule_lag: Option<Mutex<Histogram<u64>>>,
+    first_keys: Mutex<Vec<Vec<u32>>>,
 }
 
-/// Run `w` against `backend` until its duration passes or `cancel` fires.
+impl Shared {
+    fn nanos(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.started).as_nanos() as u64
+    }
+}
+
+/// Run `w` against `backend` until its duration passes, its operation count is reached, or
+/// `cancel` fires.
 pub async fn run_phase(
     backend: Arc<dyn Backend>,
     w: &Workload,
     run_id: &str,
     cancel: &CancellationToken,
+    out: PhaseOutputs,
 ) -> anyhow::Result<PhaseResult> {
     w.validate().map_err(|e| anyhow::anyhow!("workload {}: {e}", w.name))?;
     let started = Instant::now();
     let stop = cancel.child_token();
+    let fifo = backend.capabilities().fifo.then(|| FifoTracker::new(w.keys));
     let shared = Arc::new(Shared {
         backend,
         workload: w.clone(),
         keys: (0..w.keys).map(|i| w.key_name(run_id, i)).collect(),
         resource: Resource::new(w.keys, false),
         recorder: Recorder::new(w.clients),
+        started,
         measure_from: started + w.warmup,
         stop: stop.clone(),
-        retired: Default::default(),
+        retired: AtomicU64::new(0),
+        next_op: AtomicU64::new(0),
+        last_release: (0..w.keys).map(|_| AtomicU64::new(0)).collect(),
+        fifo,
+        schedule_lag: w.rate.map(|_| Mutex::new(new_histogram())),
+        first_keys: Mutex::new(vec![Vec::new(); w.clients.min(SAMPLE_CLIENTS)]),
     });
-    let tasks: Vec<_> = (0..w.clients).map(|c| tokio::spawn(client_loop(shared.clone(), c))).collect();
-    let end = started + w.warmup + w.duration;
-    tokio::select! {
-        _ = tokio::time::sleep_until(end.into()) => {}
-        _ = cancel.cancelled() => {}
+
+    let mut hlog = match &out.hlog {
+        Some((dir, label)) => Some(
+            HlogWriter::create(&dir.join(format!("{label}-acquire.hlog")), &format!("dlbench {label} acquire latency"))
+                .map_err(|e| anyhow::anyhow!("cannot write the HDR interval log in {}: {e}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let probe = tokio::spawn(lag_probe(stop.clone()));
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..w.clients {
+        clients.spawn(client_loop(shared.clone(), c));
     }
-    let stopped_at = Instant::now();
+
+    let planned = w.warmup + w.duration;
+    let end = started + planned;
+    let mut series = Vec::new();
+    let mut merged = new_histogram();
+    let mut next_tick = started + Duration::from_secs(1);
+    let mut emit = |t: u32, from: Instant, to: Instant, series: &mut Vec<TimePoint>, merged: &mut Histogram<u64>| {
+        let point = shared.recorder.tick(t, merged);
+        if let Some(h) = hlog.as_mut() {
+            let _ = h.append(merged, from - started, to - from);
+        }
+        if let Some(cb) = &out.on_tick {
+            cb(&Tick { point: point.clone(), elapsed: to - started, planned });
+        }
+        series.push(point);
+    };
+    let stopped_at = loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next_tick.min(end).into()) => {
+                let now = Instant::now();
+                if now >= end {
+                    break now;
+                }
+                let t = series.len() as u32;
+                emit(t, next_tick - Duration::from_secs(1), next_tick, &mut series, &mut merged);
+                next_tick += Duration::from_secs(1);
+            }
+            r = clients.join_next() => match r {
+                None => break Instant::now(), // every client finished (operation count reached)
+                Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Some(_) => {}
+            },
+            _ = cancel.cancelled() => break Instant::now(),
+        }
+    };
     stop.cancel();
-    for t in tasks {
-        if let Err(e) = t.await {
+    while let Some(r) = clients.join_next().await {
+        if let Err(e) = r {
             if e.is_panic() {
                 std::panic::resume_unwind(e.into_panic());
             }
         }
     }
+    let last_from = next_tick - Duration::from_secs(1);
+    if stopped_at > last_from {
+        let t = series.len() as u32;
+        emit(t, last_from, stopped_at, &mut series, &mut merged);
+    }
+    let driver_lag = probe.await.unwrap_or_else(|_| new_histogram());
     let measured = stopped_at.saturating_duration_since(shared.measure_from);
+    let scheduled = w.rate.map(|r| {
+        let due = (measured.as_secs_f64() * r).floor() as u64;
+        w.ops.map_or(due, |n| due.min(n))
+    });
+    let sh = &shared;
+    let first_keys = sh.first_keys.lock().unwrap().clone();
+    let schedule_lag = sh.schedule_lag.as_ref().map(|h| h.lock().unwrap().clone());
     Ok(PhaseResult {
         workload: w.clone(),
-        totals: shared.recorder.totals(),
+        totals: sh.recorder.totals(),
         measured,
-        resource: shared.resource.stats(),
+        resource: sh.resource.stats(),
         cancelled: cancel.is_cancelled(),
-        retired: shared.retired.load(std::sync::atomic::Ordering::Relaxed),
+        retired: sh.retired.load(Ordering::Relaxed),
+        timeseries: series,
+        per_client: sh.recorder.per_client(),
+        fifo_violations: sh.fifo.as_ref().map(|f| f.violations.load(Ordering::Relaxed)),
+        driver_lag,
+        schedule_lag,
+        scheduled,
+        first_keys,
     })
+}
+
+/// Sleep 10 ms over and over and record how late each wake-up is: when the driver's
+/// runtime is starved (too many clients for the CPU), this grows.
+async fn lag_probe(stop: CancellationToken) -> Histogram<u64> {
+    let mut h = new_histogram();
+    let period = Duration::from_millis(10);
+    while !stop.is_cancelled() {
+        let t = Instant::now();
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.cancelled() => break,
+        }
+        h.saturating_record(crate::stats::us(t.elapsed().saturating_sub(period)));
+    }
+    h
 }
 
 async fn new_client(sh: &Shared, c: usize) -> Option<Box<dyn DistLock>> {
@@ -110,17 +298,62 @@ async fn new_client(sh: &Shared, c: usize) -> Option<Box<dyn DistLock>> {
     }
 }
 
+/// Sleep until `t` unless the phase stops first; false when it stopped.
+async fn sleep_until(sh: &Shared, t: Instant) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep_until(t.into()) => true,
+        _ = sh.stop.cancelled() => false,
+    }
+}
+
 async fn client_loop(sh: Arc<Shared>, c: usize) {
     let w = &sh.workload;
     let mut picker = KeyPicker::new(w, c as u64);
     let opts = AcquireOptions { ttl: w.ttl, wait: w.wait_timeout, retry_interval: w.retry_interval };
+    let mut sample: Vec<u32> = Vec::new();
     let Some(mut client) = new_client(&sh, c).await else { return };
+    let open_interval = w.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     while !sh.stop.is_cancelled() {
+        // Which operation, and when it is due.
+        let ready = Instant::now();
+        let due = match open_interval {
+            Some(iv) => {
+                let i = sh.next_op.fetch_add(1, Ordering::Relaxed);
+                if w.ops.is_some_and(|n| i >= n) {
+                    break;
+                }
+                let due = sh.started + iv.mul_f64(i as f64);
+                if due > ready && !sleep_until(&sh, due).await {
+                    break;
+                }
+                due
+            }
+            None => {
+                if let Some(n) = w.ops {
+                    if sh.next_op.fetch_add(1, Ordering::Relaxed) >= n {
+                        break;
+                    }
+                }
+                ready
+            }
+        };
         let k = picker.next_key();
+        if c < SAMPLE_CLIENTS && sample.len() < SAMPLE_KEYS {
+            sample.push(k as u32);
+            if sample.len() == SAMPLE_KEYS {
+                sh.first_keys.lock().unwrap()[c] = sample.clone();
+            }
+        }
         let hold = picker.sample(&w.hold);
         let think = picker.sample(&w.think);
         let t0 = Instant::now();
-        let measured = t0 >= sh.measure_from;
+        if let Some(lag) = &sh.schedule_lag {
+            lag.lock().unwrap().saturating_record(crate::stats::us(t0.saturating_duration_since(due.max(ready))));
+        }
+        let measured = due >= sh.measure_from;
+        if let Some(f) = &sh.fifo {
+            f.arrive(k, c, t0);
+        }
         let r = tokio::select! {
             r = client.acquire(&sh.keys[k], &opts) => r,
             _ = sh.stop.cancelled() => break,
@@ -128,55 +361,60 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
         let mut retire = false;
         match r {
             Ok(lease) => {
-                if measured {
-                    sh.recorder.acquired(c, t0.elapsed());
+                let got = Instant::now();
+                sh.recorder.acquired(c, got - due, got - t0, measured);
+                if let Some(f) = &sh.fifo {
+                    f.granted(k, c, t0);
+                }
+                let released_at = sh.last_release[k].load(Ordering::Acquire);
+                if released_at > sh.nanos(t0) {
+                    // We were waiting when the previous holder let go: a hand-off.
+                    let gap = Duration::from_nanos(sh.nanos(got).saturating_sub(released_at));
+                    sh.recorder.handoff(c, gap, measured);
                 }
                 {
                     let mut section = sh.resource.enter(k, lease.token);
                     section.read_sleep_write(hold).await;
                 }
                 let t1 = Instant::now();
+                sh.last_release[k].store(sh.nanos(t1).max(1), Ordering::Release);
                 match client.release(lease).await {
-                    Ok(()) => {
-                        if measured {
-                            sh.recorder.released(c, t1.elapsed());
-                        }
-                    }
+                    Ok(()) => sh.recorder.released(c, t1.elapsed(), measured),
                     Err(e) => {
                         sh.recorder.failed(c, release_kind(&e));
                         retire = !e.is_definite();
                     }
                 }
             }
-            Err(e) if e.is_contention() => {
-                if measured {
-                    sh.recorder.timed_out(c);
-                }
-            }
             Err(e) => {
-                sh.recorder.failed(c, e.kind());
-                retire = !e.is_definite();
-                if !retire {
+                if let Some(f) = &sh.fifo {
+                    f.leave(k, c);
+                }
+                if e.is_contention() {
+                    sh.recorder.timed_out(c, measured);
+                } else {
+                    sh.recorder.failed(c, e.kind());
+                    retire = !e.is_definite();
                     // A server that refuses is not hammered: back off a little.
-                    tokio::select! {
-                        _ = sh.stop.cancelled() => break,
-                        _ = dlbench_core::jittered_sleep(Duration::from_millis(50)) => {}
+                    if !retire && !sleep_until(&sh, Instant::now() + Duration::from_millis(50)).await {
+                        break;
                     }
                 }
             }
         }
         if retire {
             client.abandon().await;
-            sh.retired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            sh.retired.fetch_add(1, Ordering::Relaxed);
             let Some(next) = new_client(&sh, c).await else { return };
             client = next;
         }
-        if !think.is_zero() {
-            tokio::select! {
-                _ = sh.stop.cancelled() => break,
-                _ = tokio::time::sleep(think) => {}
-            }
+        // Think time belongs to the closed loop; in the open loop the schedule paces.
+        if open_interval.is_none() && !think.is_zero() && !sleep_until(&sh, Instant::now() + think).await {
+            break;
         }
+    }
+    if c < SAMPLE_CLIENTS && sample.len() < SAMPLE_KEYS {
+        sh.first_keys.lock().unwrap()[c] = sample;
     }
     client.close().await;
 }
@@ -187,5 +425,40 @@ fn release_kind(e: &LockError) -> &'static str {
         LockError::NotHeld(_) => "release_not_held",
         LockError::Indeterminate(_) => "release_indeterminate",
         _ => "release_failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_tracker_counts_a_late_arrival_served_first() {
+        let f = FifoTracker::new(1);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        f.arrive(0, 1, at(0));
+        f.arrive(0, 2, at(0)); // 2 queues behind 1
+        f.granted(0, 1, at(0)); // 1 is served first: in order
+        assert_eq!(f.violations.load(Ordering::Relaxed), 0);
+        std::thread::sleep(Duration::from_millis(2));
+        f.arrive(0, 1, Instant::now()); // 1 comes back after its grant
+        f.granted(0, 1, Instant::now()); // ...and barges in ahead of 2: out of order
+        assert_eq!(f.violations.load(Ordering::Relaxed), 1);
+        f.granted(0, 2, at(0));
+        assert_eq!(f.violations.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn fifo_tracker_accepts_arrival_order() {
+        let f = FifoTracker::new(1);
+        let t0 = Instant::now();
+        f.arrive(0, 1, t0);
+        f.arrive(0, 2, t0 + Duration::from_millis(1));
+        f.granted(0, 1, t0);
+        f.granted(0, 2, t0 + Duration::from_millis(1));
+        f.arrive(0, 1, Instant::now());
+        f.granted(0, 1, Instant::now());
+        assert_eq!(f.violations.load(Ordering::Relaxed), 0);
     }
 }

@@ -8,7 +8,8 @@
 //! - [`connect`] turns an [`endpoints`] file (or the local target's endpoints) into a
 //!   connected backend from the `backends/` crates, all behind `dlbench_core::Backend`.
 //! - [`driver`] runs a [`workload`]: clients acquire, work on the protected resource
-//!   (`dlbench_core::Resource`), release; [`stats`] records latency in HDR histograms.
+//!   (`dlbench_core::Resource`), release; [`stats`] records latency in HDR histograms and a
+//!   per-second series; [`progress`] shows it live.
 //! - [`summary`] turns phase results into `summary.json` and the table; [`results`] owns
 //!   the run directory and writes files atomically as the run goes.
 //! - [`lockcmd`] and [`up`] are the small commands: hold a lock around a command, and keep
@@ -20,6 +21,7 @@ pub mod driver;
 pub mod endpoints;
 pub mod kind;
 pub mod lockcmd;
+pub mod progress;
 pub mod results;
 pub mod run;
 pub mod stats;

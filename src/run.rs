@@ -7,7 +7,8 @@ use dlbench_core::Backend;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::{self, Timeouts};
-use crate::driver::{self, PhaseResult};
+use crate::driver::{self, PhaseOutputs, PhaseResult};
+use crate::progress::PhaseProgress;
 use crate::kind::BackendKind;
 use crate::results::{now_rfc3339, RunDir};
 use crate::summary::{self, BackendSummary, Summary};
@@ -55,10 +56,14 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         command: plan.command.clone(),
         target: "local".into(),
         versions: Default::default(),
+        peak_rss_mb: None,
         backends: Vec::new(),
     };
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: run {} -> {}", dir.id, dir.path.display());
+    if let Some(seed) = plan.phases.first().and_then(|w| w.seed) {
+        eprintln!("dlbench: seed {seed} (repeat the run with --seed {seed})");
+    }
 
     let target = if real.is_empty() {
         None
@@ -98,22 +103,33 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             if cancel.is_cancelled() {
                 break;
             }
+            eprintln!("dlbench: {kind:<9} {:<10} {}", w.name, w.describe());
+            let label = format!("{kind} {}", w.name);
+            let (progress, on_tick) = PhaseProgress::start(&label, w.warmup + w.duration);
+            let outputs = PhaseOutputs {
+                hlog: Some((dir.path.join("hdr"), format!("{kind}-{}", w.name))),
+                on_tick: Some(on_tick),
+            };
+            let p = driver::run_phase(backend.clone(), w, &dir.id, &cancel, outputs).await;
+            progress.finish();
+            let p = p?;
+            let ws = summary::WorkloadSummary::from_phase(&p);
             eprintln!(
-                "dlbench: {kind:<9} {:<10} {} clients, {} key(s), {} + {} warm-up",
+                "dlbench: {kind:<9} {:<10} {:.0} acq/s, p99 {:.2} ms, {} errors, {} overlaps",
                 w.name,
-                w.clients,
-                w.keys,
-                crate::util::fmt_duration(w.duration),
-                crate::util::fmt_duration(w.warmup)
+                ws.ops_per_sec,
+                ws.acquire_latency_us.p99 as f64 / 1000.0,
+                ws.errors,
+                ws.overlaps
             );
-            let p = driver::run_phase(backend.clone(), w, &dir.id, &cancel).await?;
-            eprintln!(
-                "dlbench: {kind:<9} {:<10} {:.0} acq/s, {} errors, {} overlaps",
-                w.name,
-                p.ops_per_sec(),
-                p.totals.error_count(),
-                p.resource.total.overlaps
-            );
+            if let Some(ol) = ws.open_loop.as_ref().filter(|o| o.behind_schedule) {
+                eprintln!(
+                    "dlbench: {kind:<9} {:<10} WARNING: the driver fell behind its schedule: {} of {} due operations \
+                     completed, free clients started them up to {:.1} ms late (p99); raise --clients or lower --rate. \
+                     Latency still counts from each intended start.",
+                    w.name, ol.completed, ol.scheduled, ol.schedule_lag_ms.p99
+                );
+            }
             phases.push(p);
             // Written after every phase, so a killed run leaves what it measured.
             let mut partial = summary.clone();
@@ -125,6 +141,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
 
     summary.complete = !cancel.is_cancelled();
     summary.ended_at = Some(now_rfc3339());
+    summary.peak_rss_mb = summary::peak_rss_mb();
     dir.write_json("summary.json", &summary)?;
     dir.write("summary.md", summary::markdown(&summary).as_bytes())?;
     drop(target); // stop the servers before printing, so the table is the last thing said

@@ -1,15 +1,21 @@
 //! Recording measurements without per-operation memory.
 //!
 //! Histograms (HdrHistogram, microseconds, 1 us to 10 min at 3 significant digits) live in a
-//! few shards, each behind its own mutex; a client records into shard `client % shards`.
-//! Ten thousand clients therefore share a handful of histograms instead of owning one each.
+//! few shards, each behind its own mutex; a client records into shard `client % shards`, so
+//! ten thousand clients share a handful of histograms instead of owning one each. Besides
+//! the run totals, each shard keeps an interval slice that [`Recorder::tick`] drains once a
+//! second into the time series and the `.hlog` interval log.
 
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const MAX_US: u64 = 600_000_000;
 
@@ -17,15 +23,20 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, 3).expect("valid histogram bounds")
 }
 
-fn us(d: Duration) -> u64 {
+pub fn us(d: Duration) -> u64 {
     (d.as_micros() as u64).clamp(1, MAX_US)
 }
 
-/// Counts and histograms for one shard, or merged over all.
+/// Run totals for one shard, or merged over all.
 #[derive(Debug, Clone)]
 pub struct Totals {
+    /// Acquire latency: from the intended start in open loop, from the call in closed loop.
     pub acquire: Histogram<u64>,
+    /// Acquire service time: from the call, always.
+    pub service: Histogram<u64>,
     pub release: Histogram<u64>,
+    /// From a holder's release to the next holder's acquisition of the same key.
+    pub handoff: Histogram<u64>,
     pub acquired: u64,
     pub timeouts: u64,
     /// Non-contention failures by kind (`unavailable`, `indeterminate`, ...).
@@ -36,7 +47,9 @@ impl Default for Totals {
     fn default() -> Self {
         Totals {
             acquire: new_histogram(),
+            service: new_histogram(),
             release: new_histogram(),
+            handoff: new_histogram(),
             acquired: 0,
             timeouts: 0,
             errors: BTreeMap::new(),
@@ -47,7 +60,9 @@ impl Default for Totals {
 impl Totals {
     pub fn merge(&mut self, o: &Totals) {
         self.acquire.add(&o.acquire).expect("same bounds");
+        self.service.add(&o.service).expect("same bounds");
         self.release.add(&o.release).expect("same bounds");
+        self.handoff.add(&o.handoff).expect("same bounds");
         self.acquired += o.acquired;
         self.timeouts += o.timeouts;
         for (k, v) in &o.errors {
@@ -60,50 +75,178 @@ impl Totals {
     }
 }
 
+/// What happened in one interval (all operations, warm-up included).
+struct Interval {
+    acquire: Histogram<u64>,
+    ok: u64,
+    failed: u64,
+    timeouts: u64,
+}
+
+impl Default for Interval {
+    fn default() -> Self {
+        Interval { acquire: new_histogram(), ok: 0, failed: 0, timeouts: 0 }
+    }
+}
+
+struct Shard {
+    total: Totals,
+    interval: Interval,
+}
+
+/// One second of the time series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimePoint {
+    /// Seconds since the phase started (warm-up included).
+    pub t: u32,
+    pub ok: u64,
+    pub failed: u64,
+    pub timeouts: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
 /// The sharded recorder one phase writes into.
 pub struct Recorder {
-    shards: Vec<Mutex<Totals>>,
+    shards: Vec<Mutex<Shard>>,
+    /// Acquisitions per client in the measured window, for the fairness index.
+    per_client: Vec<AtomicU64>,
 }
 
 impl Recorder {
     pub fn new(clients: usize) -> Self {
         let n = clients.clamp(1, 16);
-        Recorder { shards: (0..n).map(|_| Mutex::new(Totals::default())).collect() }
+        Recorder {
+            shards: (0..n)
+                .map(|_| Mutex::new(Shard { total: Totals::default(), interval: Interval::default() }))
+                .collect(),
+            per_client: (0..clients).map(|_| AtomicU64::new(0)).collect(),
+        }
     }
 
-    fn shard(&self, client: usize) -> std::sync::MutexGuard<'_, Totals> {
+    fn shard(&self, client: usize) -> std::sync::MutexGuard<'_, Shard> {
         self.shards[client % self.shards.len()].lock().unwrap()
     }
 
-    pub fn acquired(&self, client: usize, latency: Duration) {
+    /// A successful acquire; `latency` from the intended start, `service` from the call.
+    pub fn acquired(&self, client: usize, latency: Duration, service: Duration, measured: bool) {
         let mut s = self.shard(client);
-        s.acquire.saturating_record(us(latency));
-        s.acquired += 1;
+        s.interval.acquire.saturating_record(us(latency));
+        s.interval.ok += 1;
+        if measured {
+            s.total.acquire.saturating_record(us(latency));
+            s.total.service.saturating_record(us(service));
+            s.total.acquired += 1;
+            drop(s);
+            self.per_client[client].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
-    pub fn released(&self, client: usize, latency: Duration) {
-        self.shard(client).release.saturating_record(us(latency));
+    pub fn released(&self, client: usize, latency: Duration, measured: bool) {
+        if measured {
+            self.shard(client).total.release.saturating_record(us(latency));
+        }
     }
 
-    pub fn timed_out(&self, client: usize) {
-        self.shard(client).timeouts += 1;
+    pub fn handoff(&self, client: usize, gap: Duration, measured: bool) {
+        if measured {
+            self.shard(client).total.handoff.saturating_record(us(gap));
+        }
+    }
+
+    pub fn timed_out(&self, client: usize, measured: bool) {
+        let mut s = self.shard(client);
+        s.interval.timeouts += 1;
+        if measured {
+            s.total.timeouts += 1;
+        }
     }
 
     pub fn failed(&self, client: usize, kind: &'static str) {
-        *self.shard(client).errors.entry(kind).or_default() += 1;
+        let mut s = self.shard(client);
+        s.interval.failed += 1;
+        *s.total.errors.entry(kind).or_default() += 1;
     }
 
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
         for s in &self.shards {
-            t.merge(&s.lock().unwrap());
+            t.merge(&s.lock().unwrap().total);
         }
         t
+    }
+
+    pub fn per_client(&self) -> Vec<u64> {
+        self.per_client.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Drain every shard's interval into one point (and the merged interval histogram).
+    pub fn tick(&self, t: u32, merged: &mut Histogram<u64>) -> TimePoint {
+        merged.reset();
+        let (mut ok, mut failed, mut timeouts) = (0, 0, 0);
+        for s in &self.shards {
+            let mut s = s.lock().unwrap();
+            merged.add(&s.interval.acquire).expect("same bounds");
+            s.interval.acquire.reset();
+            ok += std::mem::take(&mut s.interval.ok);
+            failed += std::mem::take(&mut s.interval.failed);
+            timeouts += std::mem::take(&mut s.interval.timeouts);
+        }
+        let q = |x: f64| if merged.is_empty() { 0 } else { merged.value_at_quantile(x) };
+        TimePoint { t, ok, failed, timeouts, p50_us: q(0.5), p99_us: q(0.99), max_us: merged.max() }
+    }
+}
+
+/// Jain's fairness index over per-client counts: 1 when every client got the same share,
+/// 1/n when one client got everything. `None` without any acquisition.
+pub fn jain(counts: &[u64]) -> Option<f64> {
+    let n = counts.len() as f64;
+    let sum: f64 = counts.iter().map(|&c| c as f64).sum();
+    let sq: f64 = counts.iter().map(|&c| (c as f64) * (c as f64)).sum();
+    (sq > 0.0).then(|| (sum * sum) / (n * sq))
+}
+
+/// An HdrHistogram interval log (`.hlog`), appended once per interval, readable by the
+/// standard HdrHistogram tools (HistogramLogProcessor, HdrHistogramVisualizer).
+pub struct HlogWriter {
+    file: std::io::BufWriter<std::fs::File>,
+    serializer: V2DeflateSerializer,
+}
+
+impl HlogWriter {
+    pub fn create(path: &std::path::Path, comment: &str) -> std::io::Result<Self> {
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let mut serializer = V2DeflateSerializer::new();
+        let mut head = Vec::new();
+        IntervalLogWriterBuilder::new()
+            .add_comment(comment)
+            .add_comment("values in microseconds")
+            .with_start_time(std::time::SystemTime::now())
+            .begin_log_with(&mut head, &mut serializer)?;
+        head.extend_from_slice(b"\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n");
+        file.write_all(&head)?;
+        file.flush()?;
+        Ok(HlogWriter { file, serializer })
+    }
+
+    /// Append one interval starting `start` after the log's start time.
+    pub fn append(&mut self, h: &Histogram<u64>, start: Duration, length: Duration) -> std::io::Result<()> {
+        let mut line = Vec::new();
+        {
+            let mut w = IntervalLogWriterBuilder::new().begin_log_with(&mut line, &mut self.serializer)?;
+            w.write_histogram(h, start, length, None).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+        }
+        self.file.write_all(&line)?;
+        self.file.flush()
     }
 }
 
 /// A latency distribution as reported.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub mean: f64,
@@ -133,6 +276,14 @@ impl Percentiles {
     }
 }
 
+/// The percentile spectrum (HdrHistogram's "percentile distribution"), for plots.
+pub fn spectrum(h: &Histogram<u64>) -> Vec<(f64, u64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    h.iter_quantiles(2).map(|v| (v.quantile_iterated_to(), v.value_iterated_to())).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,18 +291,56 @@ mod tests {
     #[test]
     fn shards_merge_to_the_whole() {
         let r = Recorder::new(4);
-        for c in 0..100 {
-            r.acquired(c, Duration::from_micros(100 + c as u64));
+        for c in 0..4 {
+            for i in 0..25u64 {
+                r.acquired(c, Duration::from_micros(100 + i * 4 + c as u64), Duration::from_micros(10), true);
+            }
         }
         r.failed(3, "unavailable");
-        r.timed_out(5);
+        r.timed_out(1, true);
         let t = r.totals();
         assert_eq!(t.acquired, 100);
         assert_eq!(t.acquire.len(), 100);
         assert_eq!(t.error_count(), 1);
         assert_eq!(t.timeouts, 1);
-        let p = Percentiles::of(&t.acquire);
-        assert!(p.p50 >= 140 && p.p50 <= 160, "{p:?}");
-        assert_eq!(p.max, 199);
+        assert_eq!(Percentiles::of(&t.acquire).max, 199);
+        assert_eq!(r.per_client(), vec![25, 25, 25, 25]);
+    }
+
+    #[test]
+    fn warmup_counts_in_the_series_not_in_the_totals() {
+        let r = Recorder::new(2);
+        r.acquired(0, Duration::from_millis(5), Duration::from_millis(5), false);
+        r.acquired(1, Duration::from_millis(7), Duration::from_millis(7), true);
+        let mut h = new_histogram();
+        let p = r.tick(0, &mut h);
+        assert_eq!(p.ok, 2);
+        assert_eq!(r.totals().acquired, 1);
+        assert_eq!(r.tick(1, &mut h).ok, 0, "a tick drains its interval");
+    }
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[5, 5, 5, 5]), Some(1.0));
+        assert_eq!(jain(&[10, 0, 0, 0]), Some(0.25));
+        assert_eq!(jain(&[0, 0]), None);
+    }
+
+    #[test]
+    fn hlog_is_readable_back() {
+        let dir = std::env::temp_dir().join(format!("dlbench-hlog-{}", std::process::id()));
+        let p = dir.join("x.hlog");
+        let mut w = HlogWriter::create(&p, "test").unwrap();
+        let mut h = new_histogram();
+        h.record(1234).unwrap();
+        w.append(&h, Duration::from_secs(0), Duration::from_secs(1)).unwrap();
+        w.append(&h, Duration::from_secs(1), Duration::from_secs(1)).unwrap();
+        drop(w);
+        let text = std::fs::read(&p).unwrap();
+        let n = hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&text)
+            .filter(|e| matches!(e, Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(_))))
+            .count();
+        assert_eq!(n, 2);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

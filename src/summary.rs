@@ -5,10 +5,52 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use hdrhistogram::Histogram;
+
 use crate::driver::PhaseResult;
-use crate::stats::{Percentiles, Totals};
+use crate::stats::{jain, new_histogram, Percentiles, TimePoint, Totals};
 
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// Milliseconds at a few quantiles.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LagMs {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl LagMs {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LagMs::default();
+        }
+        let ms = |us: u64| (us as f64 / 10.0).round() / 100.0;
+        LagMs { p50: ms(h.value_at_quantile(0.5)), p99: ms(h.value_at_quantile(0.99)), max: ms(h.max()) }
+    }
+}
+
+/// Open-loop figures: what was scheduled and what the driver managed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpenLoop {
+    pub target_rate: f64,
+    /// Operations due in the measured window, and those that completed (any outcome).
+    pub scheduled: u64,
+    pub completed: u64,
+    /// How late a free client started a due operation: the driver's own lag.
+    pub schedule_lag_ms: LagMs,
+    /// True when the driver could not keep the schedule: too few clients, or a starved
+    /// driver. Latency then still counts from the intended start, so it stays honest.
+    pub behind_schedule: bool,
+}
+
+/// One second of the time series, labelled with its workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    pub workload: String,
+    #[serde(flatten)]
+    pub point: TimePoint,
+}
 
 /// One workload phase on one backend.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -16,11 +58,28 @@ pub struct WorkloadSummary {
     pub name: String,
     pub clients: usize,
     pub keys: usize,
+    pub seed: Option<u64>,
+    pub warmup_s: f64,
     pub measured_s: f64,
     pub ops_per_sec: f64,
     pub acquired: u64,
+    /// From the intended start in open loop, from the call in closed loop.
     pub acquire_latency_us: Percentiles,
+    /// From the call (equal to acquire latency in closed loop).
+    pub service_latency_us: Percentiles,
     pub release_latency_us: Percentiles,
+    pub handoff_latency_us: Percentiles,
+    /// Jain's index over acquisitions per client (1 = perfectly even).
+    pub fairness_jain: Option<f64>,
+    /// Grants out of arrival order, for backends that promise FIFO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fifo_violations: Option<u64>,
+    pub driver_lag_ms: LagMs,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoop>,
+    /// The first keys (indices) chosen by the first clients: the same seed gives the same.
+    pub first_keys: Vec<Vec<u32>>,
+    pub timeseries: Vec<TimePoint>,
     pub errors: u64,
     pub error_kinds: BTreeMap<String, u64>,
     pub timeouts: u64,
@@ -40,6 +99,16 @@ pub struct BackendSummary {
     pub ops_per_sec: f64,
     pub acquire_latency_us: Percentiles,
     pub release_latency_us: Percentiles,
+    pub handoff_latency_us: Percentiles,
+    /// The least fair of the workloads (Jain's index over acquisitions per client).
+    pub fairness_jain: Option<f64>,
+    /// Grants out of arrival order over all workloads, where FIFO is claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fifo_violations: Option<u64>,
+    /// The driver's own timer lag over all workloads (10 ms probe).
+    pub driver_lag_ms: LagMs,
+    /// Per-second series of every workload, in run order.
+    pub timeseries: Vec<SeriesPoint>,
     pub errors: u64,
     pub timeouts: u64,
     pub overlaps: u64,
@@ -63,20 +132,53 @@ pub struct Summary {
     pub command: Vec<String>,
     pub target: String,
     pub versions: BTreeMap<String, String>,
+    /// Peak resident memory of the dlbench process, in MiB.
+    pub peak_rss_mb: Option<f64>,
     pub backends: Vec<BackendSummary>,
+}
+
+/// This process's peak resident set size (VmHWM), in MiB.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some((kb / 1024.0 * 10.0).round() / 10.0)
 }
 
 impl WorkloadSummary {
     pub fn from_phase(p: &PhaseResult) -> Self {
+        let open_loop = p.workload.rate.map(|rate| {
+            let completed = p.totals.acquired + p.totals.timeouts + p.totals.error_count();
+            let scheduled = p.scheduled.unwrap_or(0);
+            let lag = p.schedule_lag.as_ref().map(LagMs::of).unwrap_or_default();
+            OpenLoop {
+                target_rate: rate,
+                scheduled,
+                completed,
+                // More than 5% of due operations never started, or free clients started
+                // them over 10 ms late at p99: the schedule was not kept.
+                behind_schedule: (completed as f64) < scheduled as f64 * 0.95 || lag.p99 > 10.0,
+                schedule_lag_ms: lag,
+            }
+        });
         WorkloadSummary {
             name: p.workload.name.clone(),
             clients: p.workload.clients,
             keys: p.workload.keys,
+            seed: p.workload.seed,
+            warmup_s: p.workload.warmup.as_secs_f64(),
             measured_s: (p.measured.as_secs_f64() * 1000.0).round() / 1000.0,
             ops_per_sec: (p.ops_per_sec() * 10.0).round() / 10.0,
             acquired: p.totals.acquired,
             acquire_latency_us: Percentiles::of(&p.totals.acquire),
+            service_latency_us: Percentiles::of(&p.totals.service),
             release_latency_us: Percentiles::of(&p.totals.release),
+            handoff_latency_us: Percentiles::of(&p.totals.handoff),
+            fairness_jain: jain(&p.per_client).map(|j| (j * 10000.0).round() / 10000.0),
+            fifo_violations: p.fifo_violations,
+            driver_lag_ms: LagMs::of(&p.driver_lag),
+            open_loop,
+            first_keys: p.first_keys.clone(),
+            timeseries: p.timeseries.clone(),
             errors: p.totals.error_count(),
             error_kinds: p.totals.errors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             timeouts: p.totals.timeouts,
@@ -92,18 +194,29 @@ impl WorkloadSummary {
 impl BackendSummary {
     pub fn new(name: &str, capabilities: Option<serde_json::Value>, phases: &[PhaseResult]) -> Self {
         let mut all = Totals::default();
+        let mut lag = new_histogram();
         let mut secs = 0.0;
         for p in phases {
             all.merge(&p.totals);
+            lag.add(&p.driver_lag).expect("same bounds");
             secs += p.measured.as_secs_f64();
         }
         let workloads: Vec<WorkloadSummary> = phases.iter().map(WorkloadSummary::from_phase).collect();
+        let fifo: Vec<u64> = workloads.iter().filter_map(|w| w.fifo_violations).collect();
         BackendSummary {
             name: name.to_string(),
             capabilities,
             ops_per_sec: if secs > 0.0 { (all.acquired as f64 / secs * 10.0).round() / 10.0 } else { 0.0 },
             acquire_latency_us: Percentiles::of(&all.acquire),
             release_latency_us: Percentiles::of(&all.release),
+            handoff_latency_us: Percentiles::of(&all.handoff),
+            fairness_jain: workloads.iter().filter_map(|w| w.fairness_jain).reduce(f64::min),
+            fifo_violations: (!fifo.is_empty()).then(|| fifo.iter().sum()),
+            driver_lag_ms: LagMs::of(&lag),
+            timeseries: workloads
+                .iter()
+                .flat_map(|w| w.timeseries.iter().map(|p| SeriesPoint { workload: w.name.clone(), point: p.clone() }))
+                .collect(),
             errors: all.error_count(),
             timeouts: all.timeouts,
             overlaps: workloads.iter().map(|w| w.overlaps).sum(),
@@ -121,6 +234,11 @@ impl BackendSummary {
             ops_per_sec: 0.0,
             acquire_latency_us: Percentiles::default(),
             release_latency_us: Percentiles::default(),
+            handoff_latency_us: Percentiles::default(),
+            fairness_jain: None,
+            fifo_violations: None,
+            driver_lag_ms: LagMs::default(),
+            timeseries: Vec::new(),
             errors: 0,
             timeouts: 0,
             overlaps: 0,
@@ -136,14 +254,17 @@ fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)
 }
 
-const HEADER: [&str; 12] =
-    ["backend", "workload", "clients", "keys", "acq/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "overlaps", "lost upd", "stale tok"];
+const COLS: usize = 14;
+const HEADER: [&str; COLS] = [
+    "backend", "workload", "clients", "keys", "acq/s", "p50 ms", "p99 ms", "p99.9 ms", "handoff p50", "fair", "errors",
+    "overlaps", "lost upd", "stale tok",
+];
 
-fn rows(s: &Summary) -> Vec<[String; 12]> {
+fn rows(s: &Summary) -> Vec<[String; COLS]> {
     let mut out = Vec::new();
     for b in &s.backends {
         if let Some(f) = &b.failure {
-            let mut r: [String; 12] = Default::default();
+            let mut r: [String; COLS] = Default::default();
             r[0] = b.name.clone();
             r[1] = format!("FAILED: {f}");
             out.push(r);
@@ -159,6 +280,8 @@ fn rows(s: &Summary) -> Vec<[String; 12]> {
                 ms(w.acquire_latency_us.p50),
                 ms(w.acquire_latency_us.p99),
                 ms(w.acquire_latency_us.p999),
+                if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
+                w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
                 w.errors.to_string(),
                 w.overlaps.to_string(),
                 w.lost_updates.to_string(),
@@ -223,7 +346,10 @@ pub fn markdown(s: &Summary) -> String {
          p50/p99/p99.9: acquire latency. errors: failures other than contention timeouts. \
          overlaps: critical sections that began while another holder of the same key was inside, \
          seen at the protected resource. lost upd: read-modify-write updates overwritten by a concurrent \
-         holder. stale tok: fencing tokens presented out of order.\n",
+         holder. stale tok: fencing tokens presented out of order. handoff p50: median time from one holder's release \
+         to the next holder's acquisition of the same key. fair: Jain's index over acquisitions per client \
+         (1 = even, 1/clients = one client got everything). In open-loop workloads latency counts from each \
+         operation's intended start.\n",
     );
     if !s.versions.is_empty() {
         out.push_str("\nServers: ");

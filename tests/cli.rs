@@ -102,14 +102,15 @@ fn bad_duration_is_a_clear_error() {
     assert!(err.contains("fast") && err.contains("duration"), "{err}");
 }
 
-/// The main command, shortened: every backend measured, none overlapping, summary.json
-/// carrying the documented fields.
+/// Every shipped workload on every backend, shortened: each measured, none overlapping,
+/// summary.json carrying the documented fields.
 #[test]
-fn run_measures_all_five_backends() {
+fn shipped_workloads_run_on_all_five_backends() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("run");
+    let workloads = ["hot-key", "many-keys", "zipf", "long-hold", "open-loop"];
     let out = dlbench()
-        .args(["run", "--duration", "2s", "--warmup", "0s", "--out"])
+        .args(["run", "--workload", &workloads.join(","), "--duration", "2s", "--warmup", "0s", "--seed", "11", "--out"])
         .arg(&dir)
         .stderr(Stdio::inherit())
         .output()
@@ -125,17 +126,55 @@ fn run_measures_all_five_backends() {
     for b in backends {
         let name = b["name"].as_str().unwrap();
         assert!(b["ops_per_sec"].as_f64().unwrap() > 0.0, "{name}: no throughput");
-        for f in ["p50", "p99", "p999"] {
+        for f in ["p50", "p99", "p999", "p9999", "max"] {
             assert!(b["acquire_latency_us"][f].as_u64().is_some(), "{name}: acquire_latency_us.{f}");
         }
         for f in ["errors", "overlaps", "lost_updates", "stale_tokens"] {
             assert!(b[f].as_u64().is_some(), "{name}: {f}");
         }
+        for f in ["handoff_latency_us", "release_latency_us", "driver_lag_ms"] {
+            assert!(b[f].is_object(), "{name}: {f}");
+        }
+        assert!(b["fairness_jain"].as_f64().is_some_and(|j| j > 0.0 && j <= 1.0), "{name}: fairness_jain");
+        assert!(!b["timeseries"].as_array().unwrap().is_empty(), "{name}: timeseries");
+        let fifo = b["capabilities"]["fifo"].as_bool().unwrap();
+        assert_eq!(b["fifo_violations"].is_u64(), fifo, "{name}: fifo_violations only where FIFO is claimed");
         assert_eq!(b["overlaps"], 0, "{name} overlapped");
         assert_eq!(b["lost_updates"], 0, "{name} lost updates");
+        let ws: Vec<&str> = b["workloads"].as_array().unwrap().iter().map(|w| w["name"].as_str().unwrap()).collect();
+        assert_eq!(ws, workloads, "{name}");
+        for w in b["workloads"].as_array().unwrap() {
+            assert!(w["acquired"].as_u64().unwrap() > 0, "{name} {}: nothing acquired", w["name"]);
+            assert_eq!(w["seed"], 11);
+        }
+        let ol = &b["workloads"][4]["open_loop"];
+        assert_eq!(ol["target_rate"], 200.0, "{name}: open-loop figures");
+        assert!(ol["schedule_lag_ms"]["p99"].as_f64().is_some());
         assert!(stdout.lines().any(|l| l.starts_with(name)), "{name} missing from the table:\n{stdout}");
+        let hlog = dir.join("latest").join("hdr").join(format!("{name}-hot-key-acquire.hlog"));
+        assert!(std::fs::read_to_string(&hlog).is_ok_and(|t| t.contains("HISTF")), "{}", hlog.display());
     }
     assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
+}
+
+/// Ten thousand clients on the memory backend stay within 300 MB and report the driver's lag.
+#[test]
+fn ten_thousand_clients_fit_in_memory() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("10k");
+    let out = dlbench()
+        .args(["run", "--backends", "memory", "--clients", "10000", "--duration", "5s", "--warmup", "0s", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("latest").join("summary.json")).unwrap()).unwrap();
+    let rss = summary["peak_rss_mb"].as_f64().unwrap();
+    assert!(rss < 300.0, "peak RSS {rss} MB with 10,000 clients");
+    let b = &summary["backends"][0];
+    assert!(b["driver_lag_ms"]["p99"].as_f64().is_some(), "driver lag reported");
+    assert!(b["workloads"][0]["acquired"].as_u64().unwrap() > 10_000);
 }
 
 /// Ctrl-C halfway through a run leaves no server running, and a summary marked incomplete.

@@ -2,11 +2,13 @@
 //!
 //! It exists to test the harness itself (driver, resource, checkers) at speeds no server
 //! reaches, and as the model the real backends are compared against. It is never a stand-in
-//! for a real server. It keeps the same contract: FIFO-ish waiting through `Notify`, TTL
-//! expiry checked on every acquire, a per-key fencing counter, and `abandon` that leaves the
-//! lock to expire. A stall can be injected to test coordinated-omission correction.
+//! for a real server. It keeps the same contract: a FIFO queue per key with direct hand-off
+//! (the releasing client cannot barge back in ahead of a waiter), TTL expiry (a waiter at
+//! the head of the queue takes over from an expired holder), a per-key fencing counter, and
+//! `abandon` that leaves the lock to expire. A stall can be injected to test
+//! coordinated-omission correction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,13 +18,13 @@ use dlbench_core::{
     AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, LostSignal, WaitStyle,
 };
-use tokio::sync::Notify;
+use tokio::sync::oneshot;
 
 #[derive(Default)]
 struct KeyState {
     holder: Option<Holder>,
     tokens: u64,
-    notify: Arc<Notify>,
+    queue: VecDeque<Waiter>,
 }
 
 struct Holder {
@@ -30,10 +32,37 @@ struct Holder {
     expires: Instant,
 }
 
+struct Waiter {
+    ticket: u64,
+    owner: u64,
+    ttl: Duration,
+    grant: oneshot::Sender<u64>,
+}
+
+impl KeyState {
+    fn free(&self, now: Instant) -> bool {
+        self.holder.as_ref().is_none_or(|h| h.expires <= now)
+    }
+
+    /// While the lock is free (or its holder expired), hand it to the oldest live waiter.
+    fn promote(&mut self, now: Instant) {
+        while self.free(now) {
+            let Some(w) = self.queue.pop_front() else {
+                self.holder = None;
+                return;
+            };
+            self.tokens += 1;
+            if w.grant.send(self.tokens).is_ok() {
+                self.holder = Some(Holder { owner: w.owner, expires: now + w.ttl });
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct Shared {
     keys: Mutex<HashMap<String, KeyState>>,
-    next_owner: AtomicU64,
+    next_id: AtomicU64,
     /// Acquires that start before this instant wait until it (a stalled server).
     stall_until: Mutex<Option<Instant>>,
 }
@@ -65,13 +94,13 @@ impl Backend for MemoryBackend {
         Capabilities {
             consistency: Consistency::Cp,
             fencing: true,
-            fifo: false,
+            fifo: true,
             expiry: Expiry::Ttl,
             wait: WaitStyle::Notify,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let owner = self.shared.next_owner.fetch_add(1, Ordering::Relaxed) + 1;
+        let owner = self.shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         Ok(Box::new(MemoryClient { shared: self.shared.clone(), owner }))
     }
     fn describe(&self) -> String {
@@ -86,32 +115,69 @@ struct MemoryClient {
 
 enum Attempt {
     Granted(u64),
-    /// Held by someone else: wait for a notification or until the holder's expiry.
-    Wait(Arc<Notify>, Instant),
+    Busy,
+    /// Queued: wait for the grant, or until the holder's expiry to look again.
+    Queued(u64, oneshot::Receiver<u64>, Instant),
 }
 
 impl MemoryClient {
-    fn attempt(&self, key: &str, ttl: Duration) -> Attempt {
+    fn attempt(&self, key: &str, ttl: Duration, may_wait: bool) -> Attempt {
         let now = Instant::now();
         let mut keys = self.shared.keys.lock().unwrap();
         let st = match keys.get_mut(key) {
             Some(st) => st,
             None => keys.entry(key.to_string()).or_default(),
         };
-        match &st.holder {
-            Some(h) if h.expires > now => Attempt::Wait(st.notify.clone(), h.expires),
-            _ => {
-                st.tokens += 1;
-                st.holder = Some(Holder { owner: self.owner, expires: now + ttl });
-                Attempt::Granted(st.tokens)
-            }
+        st.promote(now);
+        if st.holder.is_none() {
+            st.tokens += 1;
+            st.holder = Some(Holder { owner: self.owner, expires: now + ttl });
+            return Attempt::Granted(st.tokens);
         }
+        if !may_wait {
+            return Attempt::Busy;
+        }
+        let ticket = self.shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = oneshot::channel();
+        st.queue.push_back(Waiter { ticket, owner: self.owner, ttl, grant: tx });
+        let expires = st.holder.as_ref().map_or(now, |h| h.expires);
+        Attempt::Queued(ticket, rx, expires)
+    }
+
+    /// After a wake-up by timer: promote past an expired holder, then report whether we
+    /// were granted, and if not, leave the queue when `give_up`.
+    fn recheck(&self, key: &str, ticket: u64, rx: &mut oneshot::Receiver<u64>, give_up: bool) -> Result<Option<u64>, Instant> {
+        let now = Instant::now();
+        let mut keys = self.shared.keys.lock().unwrap();
+        let st = keys.get_mut(key).expect("a queued key exists");
+        st.promote(now);
+        if let Ok(token) = rx.try_recv() {
+            return Ok(Some(token));
+        }
+        if give_up {
+            st.queue.retain(|w| w.ticket != ticket);
+            return Ok(None);
+        }
+        Err(st.holder.as_ref().map_or(now, |h| h.expires))
     }
 
     async fn stall(&self) {
         let until = *self.shared.stall_until.lock().unwrap();
         if let Some(until) = until {
             tokio::time::sleep_until(until.into()).await;
+        }
+    }
+
+    fn lease(&self, key: &str, token: u64, invoked_at: Instant, ttl: Duration) -> Lease {
+        let now = Instant::now();
+        Lease {
+            key: key.to_string(),
+            token: Some(FencingToken(token)),
+            invoked_at,
+            acquired_at: now,
+            valid_until: now.min(invoked_at + ttl),
+            handle: LeaseHandle::new(self.owner.to_string()),
+            lost: LostSignal::never(),
         }
     }
 }
@@ -122,41 +188,33 @@ impl DistLock for MemoryClient {
         let invoked_at = Instant::now();
         self.stall().await;
         let deadline = invoked_at + opts.wait;
+        let (ticket, mut rx, mut expires) = match self.attempt(key, opts.ttl, !opts.wait.is_zero()) {
+            Attempt::Granted(t) => return Ok(self.lease(key, t, invoked_at, opts.ttl)),
+            Attempt::Busy => return Err(LockError::Busy),
+            Attempt::Queued(ticket, rx, expires) => (ticket, rx, expires),
+        };
         loop {
-            match self.attempt(key, opts.ttl) {
-                Attempt::Granted(token) => {
-                    return Ok(Lease {
-                        key: key.to_string(),
-                        token: Some(FencingToken(token)),
-                        invoked_at,
-                        acquired_at: Instant::now(),
-                        valid_until: invoked_at + opts.ttl,
-                        handle: LeaseHandle::new(self.owner.to_string()),
-                        lost: LostSignal::never(),
-                    })
-                }
-                Attempt::Wait(notify, expires) => {
-                    let now = Instant::now();
-                    if opts.wait.is_zero() {
-                        return Err(LockError::Busy);
-                    }
-                    if now >= deadline {
-                        return Err(LockError::Timeout(opts.wait));
-                    }
-                    let until = deadline.min(expires);
-                    let _ = tokio::time::timeout_at(until.into(), notify.notified()).await;
-                }
+            let until = deadline.min(expires);
+            match tokio::time::timeout_at(until.into(), &mut rx).await {
+                Ok(Ok(token)) => return Ok(self.lease(key, token, invoked_at, opts.ttl)),
+                Ok(Err(_)) => unreachable!("the sender lives in the queue until it is used"),
+                Err(_) => match self.recheck(key, ticket, &mut rx, Instant::now() >= deadline) {
+                    Ok(Some(token)) => return Ok(self.lease(key, token, invoked_at, opts.ttl)),
+                    Ok(None) => return Err(LockError::Timeout(opts.wait)),
+                    Err(next) => expires = next.max(Instant::now() + Duration::from_millis(1)),
+                },
             }
         }
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        let now = Instant::now();
         let mut keys = self.shared.keys.lock().unwrap();
         let st = keys.get_mut(&lease.key).ok_or_else(|| LockError::NotHeld(lease.key.clone()))?;
         match &st.holder {
-            Some(h) if h.owner == self.owner && h.expires > Instant::now() => {
+            Some(h) if h.owner == self.owner && h.expires > now => {
                 st.holder = None;
-                st.notify.notify_one();
+                st.promote(now);
                 Ok(())
             }
             _ => Err(LockError::NotHeld(lease.key.clone())),
