@@ -8,8 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::Timeouts;
 use crate::kind::{self, BackendKind};
-use crate::run::RunPlan;
+use crate::run::{HistoryMode, RunPlan};
 use crate::util::parse_duration;
+use crate::verdict::FencingMode;
 use crate::workload::{self, Dist, KeyDist, Overrides, Workload};
 
 #[derive(Parser, Debug)]
@@ -27,6 +28,8 @@ enum Command {
     Up(UpArgs),
     /// Hold lock NAME while a command runs (like `etcdctl lock NAME -- CMD`).
     Lock(LockArgs),
+    /// Re-run the checkers over a history offline. Exit 0 valid, 1 invalid, 3 unknown.
+    Check(CheckArgs),
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -83,6 +86,31 @@ struct RunArgs {
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Faults to inject in turn, comma-separated: kill, pause, partition, isolate, delay,
+    /// clock, failover, each optionally :random, :leader, :minority, :majority or :all
+    /// (e.g. kill:leader,pause). Adds the AP / CP table to the output.
+    #[arg(long)]
+    nemesis: Option<String>,
+    /// Start a fault every this often; each lasts half of it.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    nemesis_interval: Duration,
+    /// Whether the protected resource refuses stale fencing tokens: off, on, or both (one
+    /// run measures both; the verdict speaks for the side chosen).
+    #[arg(long, value_enum, default_value = "both")]
+    fencing: FencingMode,
+    /// Stream every operation to history.jsonl and check it at the end. `auto`: on, except
+    /// for the memory backend (hundreds of thousands of operations a second).
+    #[arg(long, value_enum, default_value = "auto")]
+    history: HistoryMode,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// A history.jsonl written by `dlbench run` (or by hand).
+    history: PathBuf,
+    /// Print the full result, with evidence, as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -96,6 +124,10 @@ struct UpArgs {
     /// Where the servers' data and logs go (DIR/up-<id>/servers/).
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Start the target as fault runs do: links through proxies, Redlock under the clock
+    /// shim, Redis with a replica.
+    #[arg(long)]
+    faults: bool,
 }
 
 #[derive(Args, Debug)]
@@ -156,7 +188,21 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         }
         w.validate().map_err(|e| anyhow::anyhow!("workload {}: {e}", w.name))?;
     }
-    Ok(RunPlan { backends, phases, out: a.out, timeouts: Timeouts::default(), command: std::env::args().collect() })
+    let nemesis = match &a.nemesis {
+        Some(s) => crate::nemesis::parse_schedule(s).map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
+    Ok(RunPlan {
+        backends,
+        phases,
+        out: a.out,
+        timeouts: Timeouts::default(),
+        command: std::env::args().collect(),
+        nemesis,
+        nemesis_interval: a.nemesis_interval,
+        fencing: a.fencing,
+        history: a.history,
+    })
 }
 
 /// SIGINT or SIGTERM cancels the token once; a second one kills every server at once and
@@ -195,8 +241,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Up(a) => {
             install_signals(cancel.clone());
             let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
-            crate::up::up(backends, a.endpoints, a.out, cancel).await
+            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults };
+            crate::up::up(backends, a.endpoints, a.out, opts, cancel).await
         }
+        Command::Check(a) => check(a),
         Command::Lock(a) => {
             let backend: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
             crate::lockcmd::lock(crate::lockcmd::LockArgs {
@@ -210,6 +258,37 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             .await
         }
     }
+}
+
+fn check(a: CheckArgs) -> anyhow::Result<i32> {
+    use crate::checker::Validity;
+    let verdicts = crate::run::check_history(&a.history)?;
+    if verdicts.is_empty() {
+        anyhow::bail!("{} holds no operations", a.history.display());
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&verdicts)?);
+    } else {
+        for v in &verdicts {
+            println!("{} {}: {}", v.backend, v.workload, v.valid);
+            for r in &v.results {
+                println!("  {:<17} {:<8} {}", r.checker, r.valid.to_string(), r.message);
+                for e in &r.evidence {
+                    println!("      {}", e.what);
+                    for op in &e.ops {
+                        println!("        {op}");
+                    }
+                }
+            }
+        }
+    }
+    let worst = crate::checker::worst(&verdicts);
+    println!("verdict: {worst}");
+    Ok(match worst {
+        Validity::Valid => 0,
+        Validity::Invalid => 1,
+        Validity::Unknown => 3,
+    })
 }
 
 /// The whole program; returns the exit code.

@@ -24,6 +24,8 @@ use dlbench_core::{AcquireOptions, Backend, DistLock, LockError, Resource, Resou
 use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
+use crate::history::{HistoryWriter, Meta, Op, Record};
+use crate::nemesis::NemesisEvent;
 use crate::stats::{new_histogram, HlogWriter, Recorder, TimePoint, Totals};
 use crate::workload::{KeyPicker, Workload};
 
@@ -42,12 +44,21 @@ pub struct Tick {
 
 pub type OnTick = Arc<dyn Fn(&Tick) + Send + Sync>;
 
-/// Where a phase sends its side outputs.
-#[derive(Clone, Default)]
+/// Faults for a phase: given the phase's clock origin and a token that fires when faults
+/// must stop, runs them and ends healed, returning what it did.
+pub type FaultRunner = Box<
+    dyn FnOnce(Instant, CancellationToken) -> futures::future::BoxFuture<'static, anyhow::Result<Vec<NemesisEvent>>> + Send,
+>;
+
+/// Where a phase sends its side outputs, and what else runs beside it.
+#[derive(Default)]
 pub struct PhaseOutputs {
     /// Write `<dir>/<label>-acquire.hlog` as the phase runs.
     pub hlog: Option<(PathBuf, String)>,
     pub on_tick: Option<OnTick>,
+    /// Stream every operation to this history (a `meta` record opens the segment).
+    pub history: Option<(HistoryWriter, String)>,
+    pub faults: Option<FaultRunner>,
 }
 
 /// What one phase measured.
@@ -73,6 +84,8 @@ pub struct PhaseResult {
     pub scheduled: Option<u64>,
     /// The first keys (indices) each of the first few clients chose.
     pub first_keys: Vec<Vec<u32>>,
+    /// Faults applied during the phase.
+    pub nemesis: Vec<NemesisEvent>,
 }
 
 impl PhaseResult {
@@ -134,8 +147,14 @@ struct Shared {
     recorder: Recorder,
     started: Instant,
     measure_from: Instant,
+    /// No new operations after this fires.
     stop: CancellationToken,
+    /// Cancel operations in flight (interrupt, or the drain took too long).
+    abort: CancellationToken,
     retired: AtomicU64,
+    /// The next process id for a client replacing a retired one.
+    next_process: AtomicU64,
+    history: Option<HistoryWriter>,
     /// Next operation index (open loop) or operations started (closed loop with `ops`).
     next_op: AtomicU64,
     /// Nanoseconds after `started` of the latest release call per key (0 = none yet).
@@ -149,6 +168,31 @@ impl Shared {
     fn nanos(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.started).as_nanos() as u64
     }
+
+    /// History time: nanoseconds since the resource's epoch (sections use the same base).
+    fn hist_ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.resource.epoch()).as_nanos() as u64
+    }
+
+    fn op(&self, r: Record) {
+        if let Some(h) = &self.history {
+            h.record(&r);
+        }
+    }
+
+    fn completion(&self, p: u64, f: Op, key: u32, t: Instant, r: &Result<Option<u64>, LockError>) {
+        let ns = self.hist_ns(t);
+        self.op(match r {
+            Ok(token) => Record::Ok { p, f, key, ns, token: *token },
+            Err(e) if e.is_definite() => Record::Fail { p, f, key, ns, error: e.to_string() },
+            Err(e) => Record::Info { p, f, key, ns, error: e.to_string() },
+        });
+    }
+}
+
+/// How long in-flight operations may take to finish once a phase's time is up.
+fn drain_bound(w: &Workload) -> Duration {
+    (w.wait_timeout + w.hold.max() + Duration::from_secs(5)).min(Duration::from_secs(30))
 }
 
 /// Run `w` against `backend` until its duration passes, its operation count is reached, or
@@ -163,17 +207,37 @@ pub async fn run_phase(
     w.validate().map_err(|e| anyhow::anyhow!("workload {}: {e}", w.name))?;
     let started = Instant::now();
     let stop = cancel.child_token();
-    let fifo = backend.capabilities().fifo.then(|| FifoTracker::new(w.keys));
+    let abort = cancel.child_token();
+    let caps = backend.capabilities();
+    let fifo = caps.fifo.then(|| FifoTracker::new(w.keys));
+    let keys: Vec<String> = (0..w.keys).map(|i| w.key_name(run_id, i)).collect();
+    if let Some((h, _)) = &out.history {
+        h.sync().await;
+    }
+    let history = out.history.as_ref().map(|(h, backend_name)| {
+        h.record(&Record::Meta(Meta {
+            backend: backend_name.clone(),
+            workload: w.name.clone(),
+            keys: keys.clone(),
+            ttl_ms: w.ttl.as_millis() as u64,
+            fencing_tokens: caps.fencing,
+            started_at: crate::results::now_rfc3339(),
+        }));
+        h.clone()
+    });
     let shared = Arc::new(Shared {
         backend,
         workload: w.clone(),
-        keys: (0..w.keys).map(|i| w.key_name(run_id, i)).collect(),
-        resource: Resource::new(w.keys, false),
+        keys,
+        resource: Resource::new(w.keys),
         recorder: Recorder::new(w.clients),
         started,
         measure_from: started + w.warmup,
         stop: stop.clone(),
+        abort: abort.clone(),
         retired: AtomicU64::new(0),
+        next_process: AtomicU64::new(w.clients as u64),
+        history,
         next_op: AtomicU64::new(0),
         last_release: (0..w.keys).map(|_| AtomicU64::new(0)).collect(),
         fifo,
@@ -196,6 +260,28 @@ pub async fn run_phase(
 
     let planned = w.warmup + w.duration;
     let end = started + planned;
+    // Faults run in the measured window and stop early enough for the service to recover
+    // before the phase ends (a run always ends healed, and shows whether it recovered).
+    let faults_stop = cancel.child_token();
+    let faults = out.faults.map(|f| {
+        let tail = (w.duration / 4).max(Duration::from_secs(2)).min(w.duration / 2);
+        let fs = faults_stop.clone();
+        let epoch = shared.resource.epoch();
+        let from = started + w.warmup;
+        tokio::spawn(async move {
+            tokio::time::sleep_until(from.into()).await;
+            let timer = tokio::spawn({
+                let fs = fs.clone();
+                async move {
+                    tokio::time::sleep_until((end - tail).into()).await;
+                    fs.cancel();
+                }
+            });
+            let r = f(epoch, fs).await;
+            timer.abort();
+            r
+        })
+    });
     let mut series = Vec::new();
     let mut merged = new_histogram();
     let mut next_tick = started + Duration::from_secs(1);
@@ -229,13 +315,24 @@ pub async fn run_phase(
         }
     };
     stop.cancel();
-    while let Some(r) = clients.join_next().await {
-        if let Err(e) = r {
-            if e.is_panic() {
-                std::panic::resume_unwind(e.into_panic());
-            }
+    faults_stop.cancel();
+    // Let operations in flight finish (so the history ends resolved), within a bound.
+    let drain_until = tokio::time::Instant::now() + drain_bound(w);
+    loop {
+        tokio::select! {
+            r = clients.join_next() => match r {
+                None => break,
+                Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Some(_) => {}
+            },
+            _ = tokio::time::sleep_until(drain_until), if !abort.is_cancelled() => abort.cancel(),
+            _ = cancel.cancelled(), if !abort.is_cancelled() => abort.cancel(),
         }
     }
+    let nemesis = match faults {
+        Some(t) => t.await.map_err(|e| anyhow::anyhow!("nemesis task: {e}"))??,
+        None => Vec::new(),
+    };
     let last_from = next_tick - Duration::from_secs(1);
     if stopped_at > last_from {
         let t = series.len() as u32;
@@ -264,6 +361,7 @@ pub async fn run_phase(
         schedule_lag,
         scheduled,
         first_keys,
+        nemesis,
     })
 }
 
@@ -311,9 +409,14 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
     let mut picker = KeyPicker::new(w, c as u64);
     let opts = AcquireOptions { ttl: w.ttl, wait: w.wait_timeout, retry_interval: w.retry_interval };
     let mut sample: Vec<u32> = Vec::new();
+    // The process id in the history; a replacement client gets a fresh one.
+    let mut p = c as u64;
     let Some(mut client) = new_client(&sh, c).await else { return };
     let open_interval = w.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     while !sh.stop.is_cancelled() {
+        if let Some(h) = &sh.history {
+            h.backpressure().await;
+        }
         // Which operation, and when it is due.
         let ready = Instant::now();
         let due = match open_interval {
@@ -354,14 +457,17 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
         if let Some(f) = &sh.fifo {
             f.arrive(k, c, t0);
         }
+        let key = k as u32;
+        sh.op(Record::Invoke { p, f: Op::Acquire, key, ns: sh.hist_ns(t0) });
         let r = tokio::select! {
             r = client.acquire(&sh.keys[k], &opts) => r,
-            _ = sh.stop.cancelled() => break,
+            _ = sh.abort.cancelled() => Err(LockError::Indeterminate("cancelled: the run was interrupted".into())),
         };
+        let got = Instant::now();
+        sh.completion(p, Op::Acquire, key, got, &r.as_ref().map(|l| l.token.map(|t| t.0)).map_err(Clone::clone));
         let mut retire = false;
         match r {
             Ok(lease) => {
-                let got = Instant::now();
                 sh.recorder.acquired(c, got - due, got - t0, measured);
                 if let Some(f) = &sh.fifo {
                     f.granted(k, c, t0);
@@ -372,17 +478,34 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
                     let gap = Duration::from_nanos(sh.nanos(got).saturating_sub(released_at));
                     sh.recorder.handoff(c, gap, measured);
                 }
-                {
+                let rec = {
                     let mut section = sh.resource.enter(k, lease.token);
                     section.read_sleep_write(hold).await;
-                }
+                    section.exit();
+                    section.record()
+                };
+                sh.op(Record::Section {
+                    p,
+                    key,
+                    token: rec.token,
+                    enter: rec.enter_ns,
+                    exit: rec.exit_ns,
+                    read_seq: rec.read_seq,
+                    read: rec.read_value,
+                    write_seq: rec.write_seq,
+                });
                 let t1 = Instant::now();
                 sh.last_release[k].store(sh.nanos(t1).max(1), Ordering::Release);
-                match client.release(lease).await {
+                sh.op(Record::Invoke { p, f: Op::Release, key, ns: sh.hist_ns(t1) });
+                let rr = client.release(lease).await;
+                sh.completion(p, Op::Release, key, Instant::now(), &rr.clone().map(|_| None));
+                match rr {
                     Ok(()) => sh.recorder.released(c, t1.elapsed(), measured),
                     Err(e) => {
                         sh.recorder.failed(c, release_kind(&e));
-                        retire = !e.is_definite();
+                        // A release that failed may leave the claim behind, kept alive by
+                        // this client's session: retire the client so the claim expires.
+                        retire = !matches!(e, LockError::NotHeld(_));
                     }
                 }
             }
@@ -403,8 +526,14 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
             }
         }
         if retire {
+            // Its operation may still take effect: this process is done, a new one takes
+            // its place (Jepsen's rule for `info`).
             client.abandon().await;
             sh.retired.fetch_add(1, Ordering::Relaxed);
+            if sh.abort.is_cancelled() {
+                return;
+            }
+            p = sh.next_process.fetch_add(1, Ordering::Relaxed);
             let Some(next) = new_client(&sh, c).await else { return };
             client = next;
         }

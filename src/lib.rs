@@ -15,12 +15,15 @@
 //! - [`lockcmd`] and [`up`] are the small commands: hold a lock around a command, and keep
 //!   a target running for other clients.
 
+pub mod checker;
 pub mod cli;
 pub mod connect;
 pub mod driver;
 pub mod endpoints;
+pub mod history;
 pub mod kind;
 pub mod lockcmd;
+pub mod nemesis;
 pub mod progress;
 pub mod results;
 pub mod run;
@@ -29,4 +32,5 @@ pub mod summary;
 pub mod target;
 pub mod up;
 pub mod util;
+pub mod verdict;
 pub mod workload;

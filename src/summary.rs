@@ -7,8 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use hdrhistogram::Histogram;
 
+use crate::checker::{SegmentVerdict, Validity};
 use crate::driver::PhaseResult;
+use crate::nemesis::NemesisEvent;
 use crate::stats::{jain, new_histogram, Percentiles, TimePoint, Totals};
+use crate::verdict::{self, Availability, CheckBrief, FencingMode, Measured, Verdict};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -86,8 +89,23 @@ pub struct WorkloadSummary {
     pub retired_clients: u64,
     pub sections: u64,
     pub overlaps: u64,
+    /// Without fencing (the plain register).
     pub lost_updates: u64,
     pub stale_tokens: u64,
+    /// With fencing: updates lost on the register that refuses stale tokens.
+    pub lost_updates_fenced: u64,
+    /// With fencing: sections whose stale request was refused.
+    pub rejected: u64,
+    /// Availability during the phase's faults (the whole phase without faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<Availability>,
+    /// The history checkers' answers (evidence in checks.json).
+    #[serde(default)]
+    pub checks: Vec<CheckBrief>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
+    #[serde(default)]
+    pub nemesis: Vec<NemesisEvent>,
 }
 
 /// One backend over all its phases.
@@ -114,6 +132,20 @@ pub struct BackendSummary {
     pub overlaps: u64,
     pub lost_updates: u64,
     pub stale_tokens: u64,
+    pub lost_updates_fenced: u64,
+    pub rejected: u64,
+    /// Availability during faults, over all workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<Availability>,
+    /// The worst checker answer over all workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
+    /// Derived from the counts above (see `verdict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Every fault started and ended on this backend.
+    #[serde(default)]
+    pub nemesis: Vec<NemesisEvent>,
     pub workloads: Vec<WorkloadSummary>,
     /// Why this backend could not be measured, if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +166,11 @@ pub struct Summary {
     pub versions: BTreeMap<String, String>,
     /// Peak resident memory of the dlbench process, in MiB.
     pub peak_rss_mb: Option<f64>,
+    /// Which side of the resource the verdicts speak for.
+    pub fencing: FencingMode,
+    /// The fault schedule (`--nemesis`), empty when no faults ran.
+    #[serde(default)]
+    pub nemesis_schedule: Vec<String>,
     pub backends: Vec<BackendSummary>,
 }
 
@@ -187,6 +224,12 @@ impl WorkloadSummary {
             overlaps: p.resource.total.overlaps,
             lost_updates: p.resource.total.lost_updates,
             stale_tokens: p.resource.total.stale_tokens,
+            lost_updates_fenced: p.resource.total.lost_updates_fenced,
+            rejected: p.resource.total.rejected,
+            availability: None,
+            checks: Vec::new(),
+            validity: None,
+            nemesis: p.nemesis.clone(),
         }
     }
 }
@@ -222,9 +265,43 @@ impl BackendSummary {
             overlaps: workloads.iter().map(|w| w.overlaps).sum(),
             lost_updates: workloads.iter().map(|w| w.lost_updates).sum(),
             stale_tokens: workloads.iter().map(|w| w.stale_tokens).sum(),
+            lost_updates_fenced: workloads.iter().map(|w| w.lost_updates_fenced).sum(),
+            rejected: workloads.iter().map(|w| w.rejected).sum(),
+            availability: None,
+            validity: None,
+            verdict: None,
+            nemesis: workloads.iter().flat_map(|w| w.nemesis.clone()).collect(),
             workloads,
             failure: None,
         }
+    }
+
+    /// Attach the checkers' verdicts (one per workload, in order) and derive the verdict.
+    pub fn attach_checks(&mut self, verdicts: &[SegmentVerdict], mode: FencingMode, faults_ran: bool) {
+        for (w, v) in self.workloads.iter_mut().zip(verdicts) {
+            w.checks = verdict::briefs(v);
+            w.validity = Some(v.valid);
+            w.availability = v
+                .results
+                .iter()
+                .find(|r| r.checker == "availability")
+                .and_then(Availability::from_check)
+                .filter(|_| faults_ran);
+        }
+        self.validity = verdicts.iter().map(|v| v.valid).max();
+        self.availability = Availability::combine(self.workloads.iter().filter_map(|w| w.availability.as_ref()));
+        let has_tokens = self.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false);
+        self.verdict = Some(verdict::verdict(
+            &Measured {
+                overlaps: self.overlaps,
+                lost_updates: self.lost_updates,
+                lost_updates_fenced: self.lost_updates_fenced,
+                rejected: self.rejected,
+                has_tokens,
+                availability: self.availability.clone(),
+            },
+            mode,
+        ));
     }
 
     pub fn failed(name: &str, why: String) -> Self {
@@ -244,6 +321,12 @@ impl BackendSummary {
             overlaps: 0,
             lost_updates: 0,
             stale_tokens: 0,
+            lost_updates_fenced: 0,
+            rejected: 0,
+            availability: None,
+            validity: None,
+            verdict: None,
+            nemesis: Vec::new(),
             workloads: Vec::new(),
             failure: Some(why),
         }
@@ -355,6 +438,61 @@ pub fn markdown(s: &Summary) -> String {
         out.push_str("\nServers: ");
         out.push_str(&s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
         out.push('\n');
+    }
+    out
+}
+
+/// The AP / CP table: per backend, speed, availability under the faults, safety without and
+/// with fencing, and the verdict those figures make.
+pub fn ap_cp_table(s: &Summary) -> String {
+    let header = [
+        "backend", "acq/s", "p99 ms", "avail %", "longest gap ms", "recovery ms", "overlaps", "lost upd (no fence)",
+        "stale refused (fence)", "lost upd (fence)", "checks", "verdict",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for b in &s.backends {
+        if b.failure.is_some() {
+            continue;
+        }
+        let a = b.availability.as_ref();
+        let tokens = b.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false);
+        let fenced = |v: u64| if tokens { v.to_string() } else { "no tokens".to_string() };
+        rows.push(vec![
+            b.name.clone(),
+            format!("{:.0}", b.ops_per_sec),
+            ms(b.acquire_latency_us.p99),
+            a.map(|a| format!("{:.1}", a.success_seconds_pct)).unwrap_or_else(|| "-".into()),
+            a.map(|a| a.longest_gap_ms.to_string()).unwrap_or_else(|| "-".into()),
+            a.map(|a| a.recovery_ms.to_string()).unwrap_or_else(|| "-".into()),
+            b.overlaps.to_string(),
+            b.lost_updates.to_string(),
+            fenced(b.rejected),
+            if tokens { b.lost_updates_fenced.to_string() } else { b.lost_updates_fenced.to_string() + " (no tokens)" },
+            b.validity.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+            b.verdict.as_ref().map(|v| format!("{} [{}]", v.safety, v.class)).unwrap_or_default(),
+        ]);
+    }
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            width[i] = width[i].max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<String>, out: &mut String| {
+        for (i, c) in cells.iter().enumerate() {
+            if i == 0 || i >= 10 {
+                let _ = write!(out, "{:<w$}  ", c, w = width[i]);
+            } else {
+                let _ = write!(out, "{:>w$}  ", c, w = width[i]);
+            }
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+    };
+    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
+    for r in rows {
+        line(r, &mut out);
     }
     out
 }

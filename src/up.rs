@@ -6,16 +6,22 @@ use tokio_util::sync::CancellationToken;
 
 use crate::kind::BackendKind;
 use crate::results::RunDir;
-use crate::target::local::{bins, LocalTarget};
+use crate::target::local::{bins, LocalTarget, TargetOptions};
 use crate::util::write_atomic;
 
-pub async fn up(backends: Vec<BackendKind>, endpoints: Option<PathBuf>, out: PathBuf, cancel: CancellationToken) -> anyhow::Result<i32> {
+pub async fn up(
+    backends: Vec<BackendKind>,
+    endpoints: Option<PathBuf>,
+    out: PathBuf,
+    options: TargetOptions,
+    cancel: CancellationToken,
+) -> anyhow::Result<i32> {
     let real: Vec<BackendKind> = backends.into_iter().filter(|k| *k != BackendKind::Memory).collect();
     bins::find(&real)?;
     let dir = RunDir::create(&out, "up-")?;
     eprintln!("dlbench up: starting {} under {}", crate::run::names(&real), dir.path.display());
     let target = tokio::select! {
-        t = LocalTarget::start(&dir.path, &real) => t?,
+        t = LocalTarget::start(&dir.path, &real, options) => t?,
         _ = cancel.cancelled() => return Ok(130),
     };
     let toml = target.endpoints().to_toml();

@@ -37,7 +37,7 @@ pub fn endpoints() -> &'static Endpoints {
                 let dir = std::env::temp_dir().join(format!("dlbench-test-{}", std::process::id()));
                 let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
                 let target = rt
-                    .block_on(LocalTarget::start(&dir, &BackendKind::REAL))
+                    .block_on(LocalTarget::start(&dir, &BackendKind::REAL, Default::default()))
                     .unwrap_or_else(|e| panic!("local target did not start: {e}"));
                 let eps = target.endpoints().clone();
                 eprintln!("test servers: {}", eps.to_toml().replace('\n', " "));

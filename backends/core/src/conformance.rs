@@ -35,7 +35,7 @@ fn opts(ttl_s: u64, wait: Duration) -> AcquireOptions {
 pub async fn mutual_exclusion(backend: Arc<dyn Backend>, clients: usize, rounds: usize) {
     assert!(clients >= 8, "the suite promises 8+ concurrent clients");
     let key = unique_key("mutex");
-    let resource = Arc::new(Resource::new(1, false));
+    let resource = Arc::new(Resource::new(1));
     let fencing = backend.capabilities().fencing;
     let mut tasks = Vec::new();
     for c in 0..clients {

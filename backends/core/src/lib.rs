@@ -23,7 +23,7 @@ pub use lock::{
     AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LostSender, LostSignal, WaitStyle,
 };
-pub use resource::{CellStats, Resource, ResourceStats, Section};
+pub use resource::{CellStats, Resource, ResourceStats, Section, SectionRecord};
 
 /// Sleep about `base` (uniform in [base/2, 3*base/2]) so polling clients do not retry in
 /// lockstep. Used by the polling backends between attempts.

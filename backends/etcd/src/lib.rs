@@ -168,6 +168,43 @@ fn maybe_written(e: etcd_client::Error, config: &EtcdConfig) -> LockError {
     }
 }
 
+/// Errors another attempt may not meet: the endpoint refused the connection, or the member
+/// has no leader or just lost it. etcd-client keeps routing to a dead endpoint until it
+/// comes back, so a request is retried until `within` has passed.
+fn retryable(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => s.code() == tonic::Code::Unavailable,
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        _ => false,
+    }
+}
+
+/// Run `f` until it succeeds, fails in a way that is not [`retryable`], or `within` passes
+/// (then a deadline-exceeded error, whose outcome is unknown). The second value tells
+/// whether an attempt was repeated, so an idempotent write can tell "done by my first
+/// try" from "never done".
+async fn retrying<T, Fut>(within: Duration, mut f: impl FnMut() -> Fut) -> (Result<T, etcd_client::Error>, bool)
+where
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let deadline = Instant::now() + within;
+    let mut repeated = false;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), f()).await {
+            Ok(Ok(v)) => return (Ok(v), repeated),
+            Ok(Err(e)) if retryable(&e) && Instant::now() + Duration::from_millis(50) < deadline => {
+                tracing::debug!("etcd: retrying after {e}");
+                repeated = true;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(Err(e)) => return (Err(e), repeated),
+            Err(_) => {
+                return (Err(etcd_client::Error::GRpcStatus(tonic::Status::deadline_exceeded(format!("no answer within {within:?}")))), repeated)
+            }
+        }
+    }
+}
+
 fn first_kv_rev(r: &TxnOpResponse) -> Option<i64> {
     match r {
         TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.create_revision()),
@@ -195,10 +232,17 @@ impl EtcdLock {
         let txn = Txn::new()
             .when([Compare::create_revision(my_key, CompareOp::Equal, my_rev)])
             .and_then([TxnOp::delete(my_key, None)]);
-        let mut kv = self.client.kv_client();
-        match tokio::time::timeout(self.config.request_timeout, kv.txn(txn)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => {
+        let kv = self.client.kv_client();
+        match retrying(self.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        })
+        .await
+        .0
+        {
+            Ok(_) => Ok(()),
+            Err(_) => {
                 session.stop();
                 Err(())
             }
@@ -207,8 +251,17 @@ impl EtcdLock {
 
     /// Wait until no claim under `pfx` is older than ours (Go's `waitDeletes`).
     async fn wait_predecessors(&self, pfx: &str, my_rev: i64, session: &Session) -> Result<(), LockError> {
-        let mut kv = self.client.kv_client();
-        let mut watch = self.client.watch_client();
+        let kv = self.client.kv_client();
+        let watch = self.client.watch_client();
+        let rt = self.config.request_timeout;
+        let get = |key: Vec<u8>, opts: Option<GetOptions>| {
+            let kv = kv.clone();
+            retrying(rt, move || {
+                let mut kv = kv.clone();
+                let (key, opts) = (key.clone(), opts.clone());
+                async move { kv.get(key, opts).await }
+            })
+        };
         let mut lost = session.lost.subscribe();
         loop {
             let opts = GetOptions::new()
@@ -216,7 +269,7 @@ impl EtcdLock {
                 .with_sort(SortTarget::Create, SortOrder::Descend)
                 .with_max_create_revision(my_rev - 1)
                 .with_limit(1);
-            let resp = kv.get(pfx, Some(opts)).await.map_err(|e| definite(e, &self.config))?;
+            let resp = get(pfx.as_bytes().to_vec(), Some(opts)).await.0.map_err(|e| definite(e, &self.config))?;
             let Some(pred) = resp.kvs().first() else { return Ok(()) };
             let pred_key = pred.key().to_vec();
             let pred_rev = pred.create_revision();
@@ -226,7 +279,14 @@ impl EtcdLock {
             // serves such a past-revision watch from its 100 ms catch-up loop, which caps
             // hand-offs at about ten per second.)
             let wopts = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
-            let mut stream = watch.watch(pred_key.clone(), Some(wopts)).await.map_err(|e| definite(e, &self.config))?;
+            let mut stream = retrying(rt, || {
+                let mut watch = watch.clone();
+                let (k, o) = (pred_key.clone(), wopts.clone());
+                async move { watch.watch(k, Some(o)).await }
+            })
+            .await
+            .0
+            .map_err(|e| definite(e, &self.config))?;
             let created = tokio::select! {
                 reason = lost.lost() => return Err(LockError::SessionLost(reason)),
                 m = stream.message() => m.map_err(|e| definite(e, &self.config))?,
@@ -234,7 +294,7 @@ impl EtcdLock {
             let Some(created) = created else { continue };
             let watching_from = created.header().map(|h| h.revision()).unwrap_or(i64::MAX);
             if watching_from > seen_at {
-                let now = kv.get(pred_key.clone(), None).await.map_err(|e| definite(e, &self.config))?;
+                let now = get(pred_key.clone(), None).await.0.map_err(|e| definite(e, &self.config))?;
                 if now.kvs().first().map(|kv| kv.create_revision()) != Some(pred_rev) {
                     continue; // deleted in the gap: look again
                 }
@@ -261,7 +321,9 @@ impl DistLock for EtcdLock {
     async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
         let invoked_at = Instant::now();
         let deadline = invoked_at + opts.wait;
+        tracing::debug!("etcd acquire {key}: session");
         let session = self.session(opts.ttl).await?;
+        tracing::debug!("etcd acquire {key}: txn with lease {:x}", session.lease_id);
         let pfx = format!("{key}/");
         let my_key = format!("{pfx}{:x}", session.lease_id);
         let first_create = GetOptions::new()
@@ -275,14 +337,22 @@ impl DistLock for EtcdLock {
                 TxnOp::get(pfx.as_str(), Some(first_create.clone())),
             ])
             .or_else([TxnOp::get(my_key.as_str(), None), TxnOp::get(pfx.as_str(), Some(first_create))]);
-        let mut kv = self.client.kv_client();
-        let resp = kv.txn(txn).await.map_err(|e| {
-            let err = maybe_written(e, &self.config);
-            if !err.is_definite() {
-                // Our claim may exist; let it expire with the session rather than linger.
-                session.stop();
-            }
-            err
+        let kv = self.client.kv_client();
+        let rt = self.config.request_timeout;
+        // Retrying is safe: if an earlier attempt created our key, the retry finds it (the
+        // else branch) and carries on with it.
+        let (resp, _) = retrying(rt, || {
+            let mut kv = kv.clone();
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        })
+        .await;
+        let resp = resp.map_err(|e| {
+            // An attempt may have created our claim ("leader changed" does not say whether
+            // the write was applied): end the session so such a claim expires with it
+            // instead of blocking everyone behind a lock nobody knows it holds.
+            session.stop();
+            maybe_written(e, &self.config)
         })?;
         let ops = resp.op_responses();
         let my_rev = if resp.succeeded() {
@@ -299,7 +369,9 @@ impl DistLock for EtcdLock {
                     Err(()) => Err(LockError::Unavailable("could not withdraw claim; session ended".into())),
                 };
             }
+            tracing::debug!("etcd acquire {key}: waiting behind rev {my_rev}");
             let waited = tokio::time::timeout_at(deadline.into(), self.wait_predecessors(&pfx, my_rev, &session)).await;
+            tracing::debug!("etcd acquire {key}: waited: {:?}", waited.as_ref().map(|r| r.as_ref().err()));
             let failure = match waited {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(e),
@@ -315,7 +387,15 @@ impl DistLock for EtcdLock {
                 };
             }
             // Make sure the session did not expire while we waited: the key must still be ours.
-            let check = kv.get(my_key.as_str(), None).await;
+            tracing::debug!("etcd acquire {key}: re-reading own key");
+            let check = retrying(rt, || {
+                let mut kv = kv.clone();
+                let k = my_key.clone();
+                async move { kv.get(k, None).await }
+            })
+            .await
+            .0;
+            tracing::debug!("etcd acquire {key}: re-read done");
             match check {
                 Ok(r) if r.kvs().first().map(|kv| kv.create_revision()) == Some(my_rev) => {}
                 Ok(_) => return Err(LockError::SessionLost("lock key gone after waiting: session expired".into())),
@@ -343,8 +423,18 @@ impl DistLock for EtcdLock {
         let txn = Txn::new()
             .when([Compare::create_revision(lease.handle.id.as_str(), CompareOp::Equal, claim.create_revision)])
             .and_then([TxnOp::delete(lease.handle.id.as_str(), None)]);
-        let resp = self.client.kv_client().txn(txn).await.map_err(|e| maybe_written(e, &self.config))?;
+        let kv = self.client.kv_client();
+        let (resp, repeated) = retrying(self.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        })
+        .await;
+        let resp = resp.map_err(|e| maybe_written(e, &self.config))?;
         if resp.succeeded() {
+            Ok(())
+        } else if repeated {
+            // An earlier attempt may have deleted it; either way it is not held now.
             Ok(())
         } else {
             Err(LockError::NotHeld(format!("{} (lease {:x}) no longer exists", lease.handle.id, claim.lease_id)))
@@ -355,7 +445,16 @@ impl DistLock for EtcdLock {
         // The session's keep-alive extends the lease; here we only confirm we still own it.
         let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not an etcd lease".into()))?;
         let checked_at = Instant::now();
-        let r = self.client.kv_client().get(lease.handle.id.as_str(), None).await.map_err(|e| definite(e, &self.config))?;
+        let kv = self.client.kv_client();
+        let id = lease.handle.id.clone();
+        let r = retrying(self.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let id = id.clone();
+            async move { kv.get(id, None).await }
+        })
+        .await
+        .0
+        .map_err(|e| definite(e, &self.config))?;
         if r.kvs().first().map(|kv| kv.create_revision()) == Some(claim.create_revision) {
             let ttl = self.session.lock().await.as_ref().map(|s| s.ttl).unwrap_or_default();
             lease.valid_until = checked_at + ttl;

@@ -122,6 +122,28 @@ fn map_err(e: zk::Error, may_have_written: bool) -> LockError {
     }
 }
 
+/// Run `f` again while it fails with a connection loss (the client reconnects to another
+/// server and the session lives on, so the request can be repeated), until `within` passes.
+/// The second value tells whether an attempt was repeated: a delete repeated after a lost
+/// reply may find its node already gone.
+async fn retrying<T, Fut>(within: Duration, mut f: impl FnMut() -> Fut) -> (Result<T, zk::Error>, bool)
+where
+    Fut: std::future::Future<Output = Result<T, zk::Error>>,
+{
+    let deadline = Instant::now() + within;
+    let mut repeated = false;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), f()).await {
+            Ok(Err(zk::Error::ConnectionLoss)) if Instant::now() + Duration::from_millis(50) < deadline => {
+                repeated = true;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(r) => return (r, repeated),
+            Err(_) => return (Err(zk::Error::ConnectionLoss), repeated),
+        }
+    }
+}
+
 impl ZkLock {
     async fn session(&self, ttl: Duration) -> Result<Arc<ZkSession>, LockError> {
         let mut guard = self.session.lock().await;
@@ -177,10 +199,10 @@ impl ZkLock {
 
     async fn find_own(&self, s: &ZkSession, dir: &str, prefix: &str) -> Result<Option<(String, i64)>, zk::Error> {
         let name = &prefix[dir.len() + 1..];
-        let children = s.client.list_children(dir).await?;
+        let children = retrying(self.config.request_timeout, || s.client.list_children(dir)).await.0?;
         let Some(child) = children.into_iter().find(|c| c.starts_with(name)) else { return Ok(None) };
         let path = format!("{dir}/{child}");
-        match s.client.check_stat(&path).await? {
+        match retrying(self.config.request_timeout, || s.client.check_stat(&path)).await.0? {
             Some(stat) => Ok(Some((path, stat.czxid))),
             None => Ok(None),
         }
@@ -192,7 +214,7 @@ impl ZkLock {
         let my_seq = sequence_of(my_name).ok_or_else(|| LockError::Config(format!("bad claim name {my_name}")))?;
         let mut lost = s.lost.subscribe();
         loop {
-            let children = s.client.list_children(dir).await.map_err(|e| map_err(e, false))?;
+            let children = retrying(self.config.request_timeout, || s.client.list_children(dir)).await.0.map_err(|e| map_err(e, false))?;
             let mut ours = false;
             let mut predecessor: Option<(i64, String)> = None;
             for c in children {
@@ -211,7 +233,10 @@ impl ZkLock {
                 return Err(LockError::Busy);
             }
             let path = format!("{dir}/{pred}");
-            let (stat, watcher) = s.client.check_and_watch_stat(&path).await.map_err(|e| map_err(e, false))?;
+            let (stat, watcher) = retrying(self.config.request_timeout, || s.client.check_and_watch_stat(&path))
+                .await
+                .0
+                .map_err(|e| map_err(e, false))?;
             if stat.is_none() {
                 continue;
             }
@@ -224,8 +249,8 @@ impl ZkLock {
 
     /// Delete our claim, or end the session if we cannot.
     async fn withdraw(&self, s: &ZkSession, path: &str) -> Result<(), ()> {
-        match tokio::time::timeout(self.config.request_timeout, s.client.delete(path, None)).await {
-            Ok(Ok(())) | Ok(Err(zk::Error::NoNode)) => Ok(()),
+        match retrying(self.config.request_timeout, || s.client.delete(path, None)).await.0 {
+            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
             _ => {
                 s.stop();
                 Err(())
@@ -287,12 +312,14 @@ impl DistLock for ZkLock {
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
         let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not a ZooKeeper lease".into()))?;
         let session = claim.session()?;
-        let r = tokio::time::timeout(self.config.request_timeout, session.client.delete(&lease.handle.id, None)).await;
+        // Curator's guaranteed delete, within the request timeout: repeat while the
+        // connection is lost; a repeat that finds the node gone means an earlier try took.
+        let (r, repeated) = retrying(self.config.request_timeout, || session.client.delete(&lease.handle.id, None)).await;
         match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(zk::Error::NoNode)) => Err(LockError::NotHeld(format!("{} is gone", lease.handle.id))),
-            Ok(Err(e)) => Err(map_err(e, true)),
-            Err(_) => Err(LockError::Indeterminate("delete timed out".into())),
+            Ok(()) => Ok(()),
+            Err(zk::Error::NoNode) if repeated => Ok(()),
+            Err(zk::Error::NoNode) => Err(LockError::NotHeld(format!("{} is gone", lease.handle.id))),
+            Err(e) => Err(map_err(e, true)),
         }
     }
 
@@ -301,7 +328,10 @@ impl DistLock for ZkLock {
         let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not a ZooKeeper lease".into()))?;
         let checked = Instant::now();
         let session = claim.session()?;
-        let stat = session.client.check_stat(&lease.handle.id).await.map_err(|e| map_err(e, false))?;
+        let stat = retrying(self.config.request_timeout, || session.client.check_stat(&lease.handle.id))
+            .await
+            .0
+            .map_err(|e| map_err(e, false))?;
         match stat {
             Some(st) if st.ephemeral_owner == session.client.session_id().0 => {
                 lease.valid_until = checked + session.timeout;

@@ -9,12 +9,15 @@ use super::NodePlan;
 pub struct EtcdPorts {
     pub client: u16,
     pub peer: u16,
+    /// When peers talk through proxies: the port members are told to reach this one at.
+    pub peer_front: Option<u16>,
 }
 
 /// One spec per member; `ports[i]` are member i's client and peer ports.
 pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<NodePlan> {
+    let advertised = |p: &EtcdPorts| p.peer_front.unwrap_or(p.peer);
     let cluster: Vec<String> =
-        ports.iter().enumerate().map(|(i, p)| format!("etcd-{}=http://127.0.0.1:{}", i + 1, p.peer)).collect();
+        ports.iter().enumerate().map(|(i, p)| format!("etcd-{}=http://127.0.0.1:{}", i + 1, advertised(p))).collect();
     let cluster = cluster.join(",");
     ports
         .iter()
@@ -24,6 +27,7 @@ pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<No
             let home = dir.join(&name);
             let client = format!("http://127.0.0.1:{}", p.client);
             let peer = format!("http://127.0.0.1:{}", p.peer);
+            let advertise_peer = format!("http://127.0.0.1:{}", advertised(p));
             let spec = Spec::new(&name, bin, home.join("log")).args([
                 "--name".into(),
                 name.clone(),
@@ -34,9 +38,9 @@ pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<No
                 "--advertise-client-urls".into(),
                 client,
                 "--listen-peer-urls".into(),
-                peer.clone(),
-                "--initial-advertise-peer-urls".into(),
                 peer,
+                "--initial-advertise-peer-urls".into(),
+                advertise_peer,
                 "--initial-cluster".into(),
                 cluster.clone(),
                 "--initial-cluster-token".into(),
@@ -48,7 +52,7 @@ pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<No
                 "--log-outputs".into(),
                 "stderr".into(),
             ]);
-            NodePlan { spec, client_addr: format!("127.0.0.1:{}", p.client), data: home.join("data") }
+            NodePlan { spec, client_addr: format!("127.0.0.1:{}", p.client), data: home.join("data"), clock_file: None }
         })
         .collect()
 }
@@ -83,4 +87,23 @@ pub async fn version(ep: &str) -> Result<String, String> {
         .with_timeout(Duration::from_secs(2));
     let mut c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|e| e.to_string())?;
     Ok(c.status().await.map_err(|e| e.to_string())?.version().to_string())
+}
+
+/// The name of the member that leads, as `ep` sees it.
+pub async fn leader_name(ep: &str) -> Result<String, String> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(1))
+        .with_timeout(Duration::from_secs(2));
+    let mut c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|e| e.to_string())?;
+    let leader = c.status().await.map_err(|e| e.to_string())?.leader();
+    if leader == 0 {
+        return Err("no leader".into());
+    }
+    let members = c.member_list().await.map_err(|e| e.to_string())?;
+    members
+        .members()
+        .iter()
+        .find(|m| m.id() == leader)
+        .map(|m| m.name().to_string())
+        .ok_or_else(|| "leader not in member list".into())
 }

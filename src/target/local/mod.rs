@@ -4,7 +4,8 @@
 //! PostgreSQL x1. Every server binds 127.0.0.1 on ports claimed for this run (see
 //! [`ports`]), keeps its data and log under `<run dir>/servers/<node>/`, and is
 //! health-checked before load starts. [`process`] guarantees each is stopped on exit,
-//! Ctrl-C and panic.
+//! Ctrl-C and panic. With [`TargetOptions`], client and peer links go through the
+//! nemesis's proxies, Redlock nodes run under the clock shim, and Redis gets a replica.
 
 pub mod bins;
 mod etcd;
@@ -15,12 +16,15 @@ mod redis;
 mod zookeeper;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::endpoints::{Endpoints, Section};
 use crate::kind::BackendKind;
+use crate::nemesis::net::{Net, NodeId};
 use process::{Process, Spec};
 
 /// How long a cluster may take to become healthy.
@@ -37,46 +41,62 @@ pub enum TargetError {
     Unhealthy { backend: BackendKind, detail: String },
 }
 
+/// What the target needs beyond plain servers, for faults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TargetOptions {
+    /// Route client traffic, and etcd and ZooKeeper peer traffic, through fault-injecting
+    /// proxies (partitions, delays, failover).
+    pub proxies: bool,
+    /// Start the Redlock nodes under the clock shim (wall-clock jumps).
+    pub clock_shim: bool,
+    /// Start a replica of the single Redis primary (failover).
+    pub redis_replica: bool,
+}
+
 /// A node before it is started.
 pub struct NodePlan {
     pub spec: Spec,
     pub client_addr: String,
     pub data: PathBuf,
+    pub clock_file: Option<PathBuf>,
 }
 
 /// One server of the target, restartable by the nemesis.
 pub struct Node {
+    pub index: NodeId,
     pub backend: BackendKind,
     pub name: String,
+    /// Where clients connect: the node's proxy when proxies are on.
     pub client_addr: String,
+    /// The server's own client port (health checks and admin commands use it).
+    pub real_addr: String,
     pub spec: Spec,
     pub data: PathBuf,
+    /// The clock shim's offset file, when the node runs under it.
+    pub clock_file: Option<PathBuf>,
+    /// A Redis replica rather than a client-facing node.
+    pub replica: bool,
     process: Mutex<Option<Arc<Process>>>,
+    paused: AtomicBool,
+    net: Option<Arc<Net>>,
 }
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.name, self.client_addr)
+        write!(f, "{} ({})", self.name, self.real_addr)
     }
 }
 
 impl Node {
-    fn new(backend: BackendKind, plan: NodePlan) -> Arc<Node> {
-        Arc::new(Node {
-            backend,
-            name: plan.spec.name.clone(),
-            client_addr: plan.client_addr,
-            spec: plan.spec,
-            data: plan.data,
-            process: Mutex::new(None),
-        })
-    }
-
     /// Start (or restart) the server process.
     pub fn start(&self) -> Result<(), TargetError> {
         let p = Process::start(self.spec.clone())
             .map_err(|e| TargetError::Setup(format!("start {} ({}): {e}", self.name, self.spec.program.display())))?;
+        if let Some(net) = &self.net {
+            net.set_owner(p.pid, self.index);
+        }
         *self.process.lock().unwrap() = Some(p);
+        self.paused.store(false, Ordering::SeqCst);
         Ok(())
     }
 
@@ -88,8 +108,37 @@ impl Node {
         self.process().is_some_and(|p| p.is_running())
     }
 
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
     pub fn pid(&self) -> Option<i32> {
         self.process().filter(|p| p.is_running()).map(|p| p.pid)
+    }
+
+    /// SIGKILL, as a crash; the node stays down until `start`.
+    pub fn kill(&self) {
+        if let Some(p) = self.process() {
+            p.kill();
+        }
+        self.paused.store(false, Ordering::SeqCst);
+    }
+
+    /// SIGSTOP the node's process group.
+    pub fn pause(&self) -> bool {
+        let ok = self.process().is_some_and(|p| p.signal(libc::SIGSTOP));
+        if ok {
+            self.paused.store(true, Ordering::SeqCst);
+        }
+        ok
+    }
+
+    /// SIGCONT the node's process group.
+    pub fn resume(&self) {
+        if let Some(p) = self.process() {
+            p.signal(libc::SIGCONT);
+        }
+        self.paused.store(false, Ordering::SeqCst);
     }
 
     pub fn stop(&self, grace: Duration) {
@@ -108,56 +157,102 @@ impl Node {
 /// The running local target.
 pub struct LocalTarget {
     pub dir: PathBuf,
+    pub options: TargetOptions,
     nodes: Vec<Arc<Node>>,
     endpoints: Endpoints,
-    _ports: ports::PortClaims,
+    ports: Mutex<ports::PortClaims>,
+    net: Option<Arc<Net>>,
+    /// Where each node's shared client proxy forwards (changed by a failover).
+    client_backends: Vec<Option<Arc<Mutex<SocketAddr>>>>,
     stopped: bool,
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Bind a claimed port for a proxy (the claim keeps other runs off it).
+fn listener(port: u16) -> Result<tokio::net::TcpListener, TargetError> {
+    let l = std::net::TcpListener::bind(addr(port)).map_err(|e| TargetError::Setup(format!("bind proxy port {port}: {e}")))?;
+    l.set_nonblocking(true).map_err(|e| TargetError::Setup(e.to_string()))?;
+    tokio::net::TcpListener::from_std(l).map_err(|e| TargetError::Setup(e.to_string()))
 }
 
 impl LocalTarget {
     /// Check binaries, claim ports, start every server for `backends` under `dir`, and wait
     /// until each cluster is healthy. On any failure, everything started is stopped.
-    pub async fn start(dir: &Path, backends: &[BackendKind]) -> Result<LocalTarget, TargetError> {
+    pub async fn start(dir: &Path, backends: &[BackendKind], options: TargetOptions) -> Result<LocalTarget, TargetError> {
         let bins = bins::find(backends)?;
         let dir = dir.join("servers");
         std::fs::create_dir_all(&dir).map_err(|e| TargetError::Setup(format!("create {}: {e}", dir.display())))?;
         let mut ports = ports::PortClaims::new();
-        let mut claim = |n: usize| ports.claim_n(n).map_err(|e| TargetError::Setup(e.to_string()));
         let io = |e: std::io::Error| TargetError::Setup(e.to_string());
         let token = format!("dlbench-{}-{}", std::process::id(), rand::random::<u32>());
+        let net = options.proxies.then(Net::new);
+        let shim = if options.clock_shim {
+            let s = crate::nemesis::clock::install(&dir).map_err(io)?;
+            if s.is_none() {
+                return Err(TargetError::Setup("clock faults need the clock shim, and this build has none (no C compiler at build time)".into()));
+            }
+            s
+        } else {
+            None
+        };
 
-        let mut groups: Vec<(BackendKind, Vec<Arc<Node>>)> = Vec::new();
+        // (backend, plan, replica, peer proxies: (front port, real port))
+        let mut planned: Vec<(BackendKind, NodePlan, bool, Vec<(u16, u16)>)> = Vec::new();
         for &k in backends {
-            let plans: Vec<NodePlan> = match k {
+            let mut claim = |n: usize| ports.claim_n(n).map_err(|e| TargetError::Setup(e.to_string()));
+            match k {
                 BackendKind::Etcd => {
-                    let p = claim(6)?;
-                    let ports: Vec<etcd::EtcdPorts> =
-                        (0..3).map(|i| etcd::EtcdPorts { client: p[2 * i], peer: p[2 * i + 1] }).collect();
-                    etcd::specs(bins.etcd.as_ref().unwrap(), &dir, &ports, &token)
+                    let p = claim(9)?;
+                    let ports: Vec<etcd::EtcdPorts> = (0..3)
+                        .map(|i| etcd::EtcdPorts {
+                            client: p[3 * i],
+                            peer: p[3 * i + 1],
+                            peer_front: options.proxies.then_some(p[3 * i + 2]),
+                        })
+                        .collect();
+                    for (plan, pt) in etcd::specs(bins.etcd.as_ref().unwrap(), &dir, &ports, &token).into_iter().zip(&ports) {
+                        let peers = pt.peer_front.map(|f| vec![(f, pt.peer)]).unwrap_or_default();
+                        planned.push((k, plan, false, peers));
+                    }
                 }
                 BackendKind::Zookeeper => {
-                    let p = claim(9)?;
+                    let p = claim(15)?;
                     let ports: Vec<zookeeper::ZkPorts> = (0..3)
-                        .map(|i| zookeeper::ZkPorts { client: p[3 * i], quorum: p[3 * i + 1], election: p[3 * i + 2] })
+                        .map(|i| zookeeper::ZkPorts {
+                            client: p[5 * i],
+                            quorum: p[5 * i + 1],
+                            election: p[5 * i + 2],
+                            fronts: options.proxies.then_some((p[5 * i + 3], p[5 * i + 4])),
+                        })
                         .collect();
-                    zookeeper::specs(
-                        bins.java.as_ref().unwrap(),
-                        bins.zookeeper_classpath.as_ref().unwrap(),
-                        &dir,
-                        &ports,
-                    )
-                    .map_err(io)?
+                    let plans = zookeeper::specs(bins.java.as_ref().unwrap(), bins.zookeeper_classpath.as_ref().unwrap(), &dir, &ports)
+                        .map_err(io)?;
+                    for (plan, pt) in plans.into_iter().zip(&ports) {
+                        let peers = pt.fronts.map(|(q, e)| vec![(q, pt.quorum), (e, pt.election)]).unwrap_or_default();
+                        planned.push((k, plan, false, peers));
+                    }
                 }
                 BackendKind::Redis => {
-                    let p = claim(1)?;
-                    vec![redis::spec(bins.redis_server.as_ref().unwrap(), &dir, "redis-1", p[0]).map_err(io)?]
+                    let p = claim(2)?;
+                    let bin = bins.redis_server.as_ref().unwrap();
+                    planned.push((k, redis::spec(bin, &dir, "redis-1", p[0], None, None).map_err(io)?, false, vec![]));
+                    if options.redis_replica {
+                        // Replicates through the primary's client proxy when there is one,
+                        // so a partition can cut replication.
+                        let primary = format!("127.0.0.1:{}", p[0]);
+                        planned.push((k, redis::spec(bin, &dir, "redis-2", p[1], Some(&primary), None).map_err(io)?, true, vec![]));
+                    }
                 }
                 BackendKind::Redlock => {
                     let p = claim(5)?;
-                    (0..5)
-                        .map(|i| redis::spec(bins.redis_server.as_ref().unwrap(), &dir, &format!("redlock-{}", i + 1), p[i]))
-                        .collect::<Result<_, _>>()
-                        .map_err(io)?
+                    for (i, port) in p.iter().enumerate() {
+                        let plan = redis::spec(bins.redis_server.as_ref().unwrap(), &dir, &format!("redlock-{}", i + 1), *port, None, shim.as_deref())
+                            .map_err(io)?;
+                        planned.push((k, plan, false, vec![]));
+                    }
                 }
                 BackendKind::Postgres => {
                     let p = claim(1)?;
@@ -166,40 +261,109 @@ impl LocalTarget {
                         .await
                         .map_err(|e| TargetError::Setup(e.to_string()))?
                         .map_err(TargetError::Setup)?;
-                    vec![plan]
+                    planned.push((k, plan, false, vec![]));
                 }
-                BackendKind::Memory => continue,
-            };
-            groups.push((k, plans.into_iter().map(|p| Node::new(k, p)).collect()));
+                BackendKind::Memory => {}
+            }
+        }
+
+        // Proxies: one per node for clients, plus the peer proxies.
+        let mut nodes = Vec::new();
+        let mut client_backends = Vec::new();
+        let mut fronts = std::collections::HashMap::new();
+        for (index, (k, mut plan, replica, peers)) in planned.into_iter().enumerate() {
+            let real_addr = plan.client_addr.clone();
+            let mut client_addr = real_addr.clone();
+            let mut backend_slot = None;
+            if let Some(net) = &net {
+                let real: SocketAddr = real_addr.parse().expect("loopback address");
+                let front = ports.claim().map_err(io)?;
+                let slot = Arc::new(Mutex::new(real));
+                // The Redis primary's proxy also carries replication, so it tells nodes apart.
+                net.spawn_proxy(listener(front)?, index, slot.clone(), 0, k == BackendKind::Redis);
+                client_addr = format!("127.0.0.1:{front}");
+                fronts.insert(real_addr.clone(), client_addr.clone());
+                backend_slot = Some(slot);
+                for (front, real) in peers {
+                    net.spawn_proxy(listener(front)?, index, Arc::new(Mutex::new(addr(real))), 0, true);
+                }
+            }
+            if replica {
+                // Point the replica at the primary's proxy rather than its real port.
+                if let Some(i) = plan.spec.args.iter().position(|a| a == "--replicaof") {
+                    let primary = format!("127.0.0.1:{}", plan.spec.args[i + 2].to_string_lossy());
+                    if let Some(front) = fronts.get(&primary) {
+                        plan.spec.args[i + 2] = front.rsplit_once(':').unwrap().1.into();
+                    }
+                }
+            }
+            client_backends.push(backend_slot);
+            nodes.push(Arc::new(Node {
+                index,
+                backend: k,
+                name: plan.spec.name.clone(),
+                client_addr,
+                real_addr,
+                spec: plan.spec,
+                data: plan.data,
+                clock_file: plan.clock_file,
+                replica,
+                process: Mutex::new(None),
+                paused: AtomicBool::new(false),
+                net: net.clone(),
+            }));
         }
 
         let mut target = LocalTarget {
             dir,
-            nodes: groups.iter().flat_map(|(_, n)| n.iter().cloned()).collect(),
+            options,
+            nodes,
             endpoints: Endpoints::default(),
-            _ports: ports,
+            ports: Mutex::new(ports),
+            net,
+            client_backends,
             stopped: false,
         };
         for n in &target.nodes {
             n.start()?; // on error, Drop stops what already started
         }
-        let waits = groups.iter().map(|(k, nodes)| wait_healthy(*k, nodes));
-        for r in futures::future::join_all(waits).await {
+        let kinds: Vec<BackendKind> = backends.iter().copied().filter(|k| *k != BackendKind::Memory).collect();
+        for r in futures::future::join_all(kinds.iter().map(|k| target.wait_healthy(*k))).await {
             r?;
         }
-        for (k, nodes) in &groups {
-            let mut s = Section::new(nodes.iter().map(|n| n.client_addr.clone()).collect());
-            if *k == BackendKind::Postgres {
-                s.user = Some("postgres".into());
-                s.database = Some("postgres".into());
-            }
-            target.endpoints.set(*k, s);
+        for k in kinds {
+            target.endpoints.set(k, target.section(k, |n| n.client_addr.clone()));
         }
         Ok(target)
     }
 
+    fn section(&self, k: BackendKind, addr: impl Fn(&Node) -> String) -> Section {
+        let mut s = Section::new(self.nodes.iter().filter(|n| n.backend == k && !n.replica).map(|n| addr(n)).collect());
+        if k == BackendKind::Postgres {
+            s.user = Some("postgres".into());
+            s.database = Some("postgres".into());
+        }
+        s
+    }
+
+    /// Where clients connect.
     pub fn endpoints(&self) -> &Endpoints {
         &self.endpoints
+    }
+
+    /// The servers' own ports, bypassing any proxy.
+    pub fn direct_endpoints(&self) -> Endpoints {
+        let mut e = Endpoints::default();
+        for k in BackendKind::REAL {
+            if self.nodes.iter().any(|n| n.backend == k) {
+                e.set(k, self.section(k, |n| n.real_addr.clone()));
+            }
+        }
+        e
+    }
+
+    pub fn net(&self) -> Option<&Arc<Net>> {
+        self.net.as_ref()
     }
 
     pub fn nodes(&self) -> &[Arc<Node>] {
@@ -210,12 +374,73 @@ impl LocalTarget {
         self.nodes.iter().filter(|n| n.backend == k).cloned().collect()
     }
 
+    /// Endpoints through a fresh set of proxies for client group `group`, so a fault can
+    /// cut or freeze those clients alone.
+    pub fn client_endpoints(&self, group: u32) -> Result<Endpoints, TargetError> {
+        let net = self.net.as_ref().ok_or_else(|| TargetError::Setup("dedicated client links need proxies".into()))?;
+        let mut e = Endpoints::default();
+        for k in BackendKind::REAL {
+            let nodes: Vec<&Arc<Node>> = self.nodes.iter().filter(|n| n.backend == k && !n.replica).collect();
+            if nodes.is_empty() {
+                continue;
+            }
+            let mut eps = Vec::new();
+            for n in nodes {
+                let port = self.ports.lock().unwrap().claim().map_err(|e| TargetError::Setup(e.to_string()))?;
+                let slot = self.client_backends[n.index].clone().unwrap_or_else(|| Arc::new(Mutex::new(n.real_addr.parse().unwrap())));
+                net.spawn_proxy(listener(port)?, n.index, slot, group, false);
+                eps.push(format!("127.0.0.1:{port}"));
+            }
+            let mut s = self.section(k, |_| String::new());
+            s.endpoints = eps;
+            e.set(k, s);
+        }
+        Ok(e)
+    }
+
+    /// Send node `from`'s clients to node `to` instead (a failover's new primary).
+    pub fn retarget(&self, from: NodeId, to: &Node) {
+        if let Some(slot) = &self.client_backends[from] {
+            *slot.lock().unwrap() = to.real_addr.parse().expect("loopback address");
+        }
+    }
+
+    /// Wait until `kind`'s running cluster is healthy.
+    pub async fn wait_healthy(&self, kind: BackendKind) -> Result<(), TargetError> {
+        let nodes = self.nodes_of(kind);
+        wait_healthy(kind, &nodes).await
+    }
+
+    /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper), if any answers.
+    pub async fn leader(&self, kind: BackendKind) -> Option<Arc<Node>> {
+        let nodes: Vec<Arc<Node>> = self.nodes_of(kind).into_iter().filter(|n| n.is_running() && !n.is_paused()).collect();
+        match kind {
+            BackendKind::Etcd => {
+                for n in &nodes {
+                    if let Ok(name) = etcd::leader_name(&n.real_addr).await {
+                        return self.nodes.iter().find(|x| x.name == name).cloned();
+                    }
+                }
+                None
+            }
+            BackendKind::Zookeeper => {
+                for n in &nodes {
+                    if zookeeper::four_letter(&n.real_addr, "srvr").await.is_ok_and(|o| o.contains("Mode: leader")) {
+                        return Some(n.clone());
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+
     /// Each server's version, as the server reports it.
     pub async fn versions(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for k in BackendKind::REAL {
             let Some(node) = self.nodes.iter().find(|n| n.backend == k) else { continue };
-            let ep = node.client_addr.as_str();
+            let ep = node.real_addr.as_str();
             let v = match k {
                 BackendKind::Etcd => etcd::version(ep).await,
                 BackendKind::Zookeeper => zookeeper::version(ep).await,
@@ -234,6 +459,9 @@ impl LocalTarget {
             return;
         }
         self.stopped = true;
+        if let Some(net) = &self.net {
+            net.shutdown();
+        }
         std::thread::scope(|s| {
             for n in &self.nodes {
                 s.spawn(|| n.stop(Duration::from_secs(5)));
@@ -251,25 +479,39 @@ impl Drop for LocalTarget {
     }
 }
 
+/// Send one command to a Redis server (admin actions of the nemesis).
+pub async fn redis_command(ep: &str, cmd: &str) -> Result<String, String> {
+    let reply = redis::command(ep, cmd).await?;
+    if reply.starts_with('-') {
+        return Err(format!("{ep}: {cmd}: {}", reply.trim()));
+    }
+    Ok(reply)
+}
+
 async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>]) -> Result<(), TargetError> {
-    let eps: Vec<String> = nodes.iter().map(|n| n.client_addr.clone()).collect();
+    let eps: Vec<String> = nodes.iter().filter(|n| !n.replica).map(|n| n.real_addr.clone()).collect();
     let started = Instant::now();
     loop {
         for n in nodes {
             if !n.is_running() {
                 return Err(TargetError::Unhealthy {
                     backend: kind,
-                    detail: format!("{} exited during start-up (log {}: {})", n.name, n.spec.log.display(), n.log_tail()),
+                    detail: format!("{} is not running (log {}: {})", n.name, n.spec.log.display(), n.log_tail()),
                 });
             }
         }
-        let r = match kind {
+        let mut r = match kind {
             BackendKind::Etcd => etcd::healthy(&eps).await,
             BackendKind::Zookeeper => zookeeper::healthy(&eps).await,
             BackendKind::Redis | BackendKind::Redlock => redis::healthy(&eps).await,
             BackendKind::Postgres => postgres::healthy(&eps).await,
             BackendKind::Memory => Ok(()),
         };
+        for n in nodes.iter().filter(|n| n.replica) {
+            if r.is_ok() {
+                r = redis::replica_linked(&n.real_addr).await;
+            }
+        }
         let last = match r {
             Ok(()) => {
                 tracing::info!("{kind} healthy after {:?}", started.elapsed());

@@ -80,7 +80,7 @@ pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16) -> Result<
     // SIGINT is PostgreSQL's "fast" shutdown: abort transactions, stop at once.
     spec.stop_signal = libc::SIGINT;
     spec.env.push(("LC_ALL".into(), "C".into()));
-    Ok(NodePlan { spec, client_addr: format!("127.0.0.1:{port}"), data })
+    Ok(NodePlan { spec, client_addr: format!("127.0.0.1:{port}"), data, clock_file: None })
 }
 
 fn options(ep: &str) -> sqlx::postgres::PgConnectOptions {

@@ -12,20 +12,27 @@ pub struct ZkPorts {
     pub client: u16,
     pub quorum: u16,
     pub election: u16,
+    /// When peers talk through proxies: where the others reach this member's quorum and
+    /// election ports.
+    pub fronts: Option<(u16, u16)>,
 }
 
 /// tickTime 500 ms: sessions may be as short as 1 s (2 ticks), which the expiry tests and
 /// short-TTL workloads need; maxSessionTimeout is raised so long-hold workloads fit.
-fn config(data: &Path, me: &ZkPorts, all: &[ZkPorts]) -> String {
+/// Each member's own config names its real ports for itself and the proxies for the others,
+/// so every member-to-member connection goes through the proxy of its destination.
+fn config(data: &Path, me: usize, all: &[ZkPorts]) -> String {
+    let mine = &all[me];
     let mut cfg = format!(
         "tickTime=500\ninitLimit=20\nsyncLimit=10\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
          maxClientCnxns=0\nminSessionTimeout=1000\nmaxSessionTimeout=120000\nadmin.enableServer=false\n\
          4lw.commands.whitelist=srvr,ruok,mntr\nstandaloneEnabled=false\nreconfigEnabled=false\n",
         data.display(),
-        me.client
+        mine.client
     );
     for (i, p) in all.iter().enumerate() {
-        cfg.push_str(&format!("server.{}=127.0.0.1:{}:{}\n", i + 1, p.quorum, p.election));
+        let (q, e) = if i == me { (p.quorum, p.election) } else { p.fronts.unwrap_or((p.quorum, p.election)) };
+        cfg.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1));
     }
     cfg
 }
@@ -39,7 +46,7 @@ pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std
         std::fs::create_dir_all(&data)?;
         std::fs::write(data.join("myid"), format!("{}\n", i + 1))?;
         let cfg_path = home.join("zoo.cfg");
-        std::fs::write(&cfg_path, config(&data, p, ports))?;
+        std::fs::write(&cfg_path, config(&data, i, ports))?;
         let spec = Spec::new(&name, java, home.join("log")).args([
             "-Xmx256m".to_string(),
             "-XX:+UseSerialGC".into(),
@@ -51,7 +58,7 @@ pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std
             "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
             cfg_path.display().to_string(),
         ]);
-        out.push(NodePlan { spec, client_addr: format!("127.0.0.1:{}", p.client), data });
+        out.push(NodePlan { spec, client_addr: format!("127.0.0.1:{}", p.client), data, clock_file: None });
     }
     Ok(out)
 }

@@ -1,0 +1,300 @@
+//! The history: every operation's invocation and completion, every critical section as the
+//! resource saw it, and every nemesis event, streamed to `history.jsonl` as the run goes.
+//!
+//! Jepsen's vocabulary: an operation is invoked by a process and completes `ok`, `fail`
+//! (definitely no effect) or `info` (unknown). Times are monotonic nanoseconds since the
+//! segment's start. A `meta` record opens a segment (one backend, one workload); records
+//! after it belong to it. Lines are appended to in-memory shards and written by a flusher
+//! thread every 50 ms, so a killed run leaves a readable prefix (a reader skips a torn last
+//! line).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a segment is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub backend: String,
+    pub workload: String,
+    pub keys: Vec<String>,
+    /// Lock TTL in milliseconds: how long an unknown acquire may hold the lock.
+    pub ttl_ms: u64,
+    /// The backend hands out fencing tokens.
+    pub fencing_tokens: bool,
+    /// Wall-clock time of the segment's start (RFC 3339).
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Acquire,
+    Release,
+}
+
+/// One line of the history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Record {
+    Meta(Meta),
+    Invoke {
+        p: u64,
+        f: Op,
+        key: u32,
+        ns: u64,
+    },
+    Ok {
+        p: u64,
+        f: Op,
+        key: u32,
+        ns: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<u64>,
+    },
+    Fail {
+        p: u64,
+        f: Op,
+        key: u32,
+        ns: u64,
+        error: String,
+    },
+    Info {
+        p: u64,
+        f: Op,
+        key: u32,
+        ns: u64,
+        error: String,
+    },
+    /// A critical section as the resource saw it (see `dlbench_core::SectionRecord`).
+    Section {
+        p: u64,
+        key: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<u64>,
+        enter: u64,
+        exit: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read_seq: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        write_seq: Option<u64>,
+    },
+    /// A fault starting or ending.
+    Nemesis {
+        f: String,
+        /// `start` or `end`.
+        phase: String,
+        targets: Vec<String>,
+        ns: u64,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
+}
+
+impl Record {
+    pub fn ns(&self) -> Option<u64> {
+        match self {
+            Record::Meta(_) => None,
+            Record::Invoke { ns, .. }
+            | Record::Ok { ns, .. }
+            | Record::Fail { ns, .. }
+            | Record::Info { ns, .. }
+            | Record::Nemesis { ns, .. } => Some(*ns),
+            Record::Section { exit, .. } => Some(*exit),
+        }
+    }
+}
+
+/// One backend x workload part of a history.
+#[derive(Debug, Clone, Default)]
+pub struct Segment {
+    pub meta: Option<Meta>,
+    pub records: Vec<Record>,
+}
+
+const SHARDS: usize = 8;
+/// Writers wait (asynchronously) while this much is buffered and not yet on disk.
+const HIGH_WATER: usize = 16 << 20;
+
+struct Inner {
+    shards: Vec<Mutex<Vec<u8>>>,
+    buffered: AtomicUsize,
+    closed: AtomicBool,
+    wake: (Mutex<()>, Condvar),
+}
+
+/// Appends history lines; cheap to clone. Dropping the last clone does not flush: call
+/// [`HistoryWriter::close`].
+#[derive(Clone)]
+pub struct HistoryWriter {
+    inner: Arc<Inner>,
+    flusher: Arc<Mutex<Option<std::thread::JoinHandle<std::io::Result<()>>>>>,
+}
+
+impl HistoryWriter {
+    /// Create (or append to) `path` and start the flusher thread.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let inner = Arc::new(Inner {
+            shards: (0..SHARDS).map(|_| Mutex::new(Vec::with_capacity(1 << 16))).collect(),
+            buffered: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            wake: (Mutex::new(()), Condvar::new()),
+        });
+        let i2 = inner.clone();
+        let handle = std::thread::Builder::new().name("dlbench-history".into()).spawn(move || flush_loop(i2, file))?;
+        Ok(HistoryWriter { inner, flusher: Arc::new(Mutex::new(Some(handle))) })
+    }
+
+    /// Append one record, formatted by `f` (which writes one JSON object, no newline),
+    /// into the shard of process `p`.
+    pub fn append(&self, p: u64, f: impl FnOnce(&mut Vec<u8>)) {
+        let mut buf = self.inner.shards[p as usize % SHARDS].lock().unwrap();
+        let before = buf.len();
+        f(&mut buf);
+        buf.push(b'\n');
+        self.inner.buffered.fetch_add(buf.len() - before, Ordering::Relaxed);
+    }
+
+    pub fn record(&self, r: &Record) {
+        let p = match r {
+            Record::Invoke { p, .. } | Record::Ok { p, .. } | Record::Fail { p, .. } | Record::Info { p, .. } | Record::Section { p, .. } => *p,
+            _ => 0,
+        };
+        self.append(p, |b| serde_json::to_writer(b, r).expect("history records serialize"));
+    }
+
+    /// Wait while the flusher is far behind: history is never dropped, so a driver faster
+    /// than the disk slows down instead.
+    pub async fn backpressure(&self) {
+        while self.inner.buffered.load(Ordering::Relaxed) > HIGH_WATER {
+            self.inner.wake.1.notify_one();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Wait until everything appended so far is on disk. A new segment's `meta` must not
+    /// overtake the previous segment's last records, which sit in other shards.
+    pub async fn sync(&self) {
+        while self.inner.buffered.load(Ordering::SeqCst) > 0 {
+            self.inner.wake.1.notify_one();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Flush everything and stop the flusher.
+    pub fn close(&self) -> std::io::Result<()> {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.wake.1.notify_one();
+        if let Some(h) = self.flusher.lock().unwrap().take() {
+            return h.join().unwrap_or_else(|_| Err(std::io::Error::other("history flusher panicked")));
+        }
+        Ok(())
+    }
+}
+
+fn flush_loop(inner: Arc<Inner>, file: File) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut spare = Vec::with_capacity(1 << 16);
+    loop {
+        let closing = inner.closed.load(Ordering::SeqCst);
+        for s in &inner.shards {
+            {
+                let mut g = s.lock().unwrap();
+                std::mem::swap(&mut *g, &mut spare);
+            }
+            if !spare.is_empty() {
+                out.write_all(&spare)?;
+                inner.buffered.fetch_sub(spare.len(), Ordering::Relaxed);
+                spare.clear();
+            }
+        }
+        out.flush()?;
+        if closing {
+            return Ok(());
+        }
+        let g = inner.wake.0.lock().unwrap();
+        let _ = inner.wake.1.wait_timeout(g, Duration::from_millis(50)).unwrap();
+    }
+}
+
+/// Read a history file into segments. A torn last line (a killed writer) is skipped; any
+/// other bad line is an error naming its line number.
+pub fn read(path: &Path) -> anyhow::Result<Vec<Segment>> {
+    let mut out = Vec::new();
+    for_each_segment(path, |s| out.push(s))?;
+    Ok(out)
+}
+
+/// Stream a history file one segment at a time, so checking a long history needs memory
+/// for one segment only.
+pub fn for_each_segment(path: &Path, mut f: impl FnMut(Segment)) -> anyhow::Result<()> {
+    let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot read history {}: {e}", path.display()))?;
+    let mut lines = BufReader::with_capacity(1 << 20, file).lines().enumerate().peekable();
+    let mut current: Option<Segment> = None;
+    while let Some((i, line)) = lines.next() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let rec: Record = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(_) if lines.peek().is_none() => break, // torn final line
+            Err(e) => anyhow::bail!("{} line {}: not a history record: {e}", path.display(), i + 1),
+        };
+        match rec {
+            Record::Meta(m) => {
+                if let Some(s) = current.take() {
+                    f(s);
+                }
+                current = Some(Segment { meta: Some(m), records: Vec::new() });
+            }
+            r => current.get_or_insert_with(Segment::default).records.push(r),
+        }
+    }
+    if let Some(s) = current {
+        f(s);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_a_torn_tail_is_skipped() {
+        let dir = std::env::temp_dir().join(format!("dlbench-hist-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("history.jsonl");
+        let _ = std::fs::remove_file(&p);
+        let w = HistoryWriter::create(&p).unwrap();
+        let meta = Meta {
+            backend: "etcd".into(),
+            workload: "hot-key".into(),
+            keys: vec!["k0".into()],
+            ttl_ms: 10_000,
+            fencing_tokens: true,
+            started_at: "now".into(),
+        };
+        w.record(&Record::Meta(meta.clone()));
+        w.record(&Record::Invoke { p: 1, f: Op::Acquire, key: 0, ns: 10 });
+        w.record(&Record::Ok { p: 1, f: Op::Acquire, key: 0, ns: 20, token: Some(5) });
+        w.record(&Record::Info { p: 2, f: Op::Acquire, key: 0, ns: 30, error: "timed \"out\"".into() });
+        w.close().unwrap();
+        std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"{\"type\":\"invo").unwrap();
+        let segs = read(&p).unwrap();
+        assert_eq!(segs.len(), 1);
+        assert_eq!(segs[0].meta.as_ref(), Some(&meta));
+        assert_eq!(segs[0].records.len(), 3);
+        assert!(matches!(&segs[0].records[2], Record::Info { error, .. } if error == "timed \"out\""));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

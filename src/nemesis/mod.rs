@@ -1,0 +1,357 @@
+//! The nemesis: faults with inverses, applied to the local target's nodes.
+//!
+//! Every fault is recorded when it starts and when its inverse ends it, in the history and
+//! in the run's list of events, and every run ends healed: all nodes running and resumed,
+//! all links open, all clocks back, each cluster healthy again.
+//!
+//! | fault | what it does | inverse |
+//! |---|---|---|
+//! | `kill` | SIGKILL the node's process group | start it again (same data) |
+//! | `pause` | SIGSTOP | SIGCONT |
+//! | `partition` | cut the node-to-node links between the targets and the rest | heal |
+//! | `isolate` | cut the targets from their peers and from clients | heal |
+//! | `delay` | hold every byte to and from the targets for 100 ms | heal |
+//! | `clock` | move the targets' wall clocks 30 s ahead (Redlock nodes, under the clock shim) | set them back |
+//! | `failover` | kill the Redis primary, promote its replica, send clients to it | restart the old primary as a replica |
+//!
+//! Targets: `random` (one node, the default), `leader` (etcd, ZooKeeper; others fall back
+//! to random), `minority`, `majority`, `all`; written `kill:leader`.
+
+pub mod clock;
+pub mod net;
+pub mod procnet;
+
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use crate::history::{HistoryWriter, Record};
+use crate::kind::BackendKind;
+use crate::target::local::{LocalTarget, Node, TargetError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    Kill,
+    Pause,
+    Partition,
+    Isolate,
+    Delay,
+    Clock,
+    Failover,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Targeting {
+    Random,
+    Leader,
+    Minority,
+    Majority,
+    All,
+}
+
+/// One fault of a schedule, as written on the command line (`kill:leader`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    pub target: Targeting,
+}
+
+impl std::fmt::Display for FaultSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = serde_json::to_value(self.kind).unwrap();
+        let t = serde_json::to_value(self.target).unwrap();
+        if self.target == Targeting::Random {
+            write!(f, "{}", k.as_str().unwrap())
+        } else {
+            write!(f, "{}:{}", k.as_str().unwrap(), t.as_str().unwrap())
+        }
+    }
+}
+
+impl FromStr for FaultSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (k, t) = s.split_once(':').unwrap_or((s, "random"));
+        let kind = match k.trim() {
+            "kill" => FaultKind::Kill,
+            "pause" => FaultKind::Pause,
+            "partition" => FaultKind::Partition,
+            "isolate" => FaultKind::Isolate,
+            "delay" => FaultKind::Delay,
+            "clock" => FaultKind::Clock,
+            "failover" => FaultKind::Failover,
+            other => {
+                return Err(format!(
+                    "unknown fault {other:?}: use kill, pause, partition, isolate, delay, clock or failover"
+                ))
+            }
+        };
+        let target = match t.trim() {
+            "random" => Targeting::Random,
+            "leader" => Targeting::Leader,
+            "minority" => Targeting::Minority,
+            "majority" => Targeting::Majority,
+            "all" => Targeting::All,
+            other => return Err(format!("unknown target {other:?} in {s:?}: use random, leader, minority, majority or all")),
+        };
+        Ok(FaultSpec { kind, target })
+    }
+}
+
+/// Parse `kill,pause:leader,partition`.
+pub fn parse_schedule(s: &str) -> Result<Vec<FaultSpec>, String> {
+    s.split(',').filter(|x| !x.trim().is_empty()).map(str::parse).collect()
+}
+
+/// A fault starting or ending, as the summary lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NemesisEvent {
+    pub backend: String,
+    pub workload: String,
+    pub f: String,
+    /// `start` or `end`.
+    pub phase: String,
+    pub targets: Vec<String>,
+    /// Milliseconds since the phase started.
+    pub at_ms: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// A fault in force and how to undo it.
+pub struct ActiveFault {
+    pub spec: FaultSpec,
+    pub nodes: Vec<Arc<Node>>,
+    /// For a failover: (old primary, new primary).
+    failover: Option<(Arc<Node>, Arc<Node>)>,
+}
+
+/// Applies faults to one backend's nodes, recording each.
+pub struct Nemesis {
+    pub target: Arc<LocalTarget>,
+    pub backend: BackendKind,
+    workload: String,
+    epoch: Instant,
+    history: Option<HistoryWriter>,
+    events: Mutex<Vec<NemesisEvent>>,
+}
+
+/// How far a `clock` fault moves a clock, and how much a `delay` fault holds.
+pub const CLOCK_JUMP_MS: i64 = 30_000;
+pub const DELAY: Duration = Duration::from_millis(100);
+
+impl Nemesis {
+    pub fn new(target: Arc<LocalTarget>, backend: BackendKind, workload: &str, epoch: Instant, history: Option<HistoryWriter>) -> Self {
+        Nemesis { target, backend, workload: workload.into(), epoch, history, events: Mutex::default() }
+    }
+
+    pub fn events(&self) -> Vec<NemesisEvent> {
+        self.events.lock().unwrap().clone()
+    }
+
+    fn record(&self, f: &str, phase: &str, nodes: &[Arc<Node>], detail: String) {
+        let ns = self.epoch.elapsed().as_nanos() as u64;
+        let targets: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        tracing::info!("nemesis {f} {phase} {targets:?} {detail}");
+        if let Some(h) = &self.history {
+            h.record(&Record::Nemesis { f: f.into(), phase: phase.into(), targets: targets.clone(), ns, detail: detail.clone() });
+        }
+        self.events.lock().unwrap().push(NemesisEvent {
+            backend: self.backend.name().into(),
+            workload: self.workload.clone(),
+            f: f.into(),
+            phase: phase.into(),
+            targets,
+            at_ms: ns / 1_000_000,
+            detail,
+        });
+    }
+
+    /// The backend's client-facing nodes (a replica is reached only through failover).
+    fn cluster(&self) -> Vec<Arc<Node>> {
+        self.target.nodes_of(self.backend).into_iter().filter(|n| !n.replica).collect()
+    }
+
+    async fn pick(&self, t: Targeting) -> Vec<Arc<Node>> {
+        let mut nodes = self.cluster();
+        nodes.shuffle(&mut rand::rng());
+        let n = nodes.len();
+        match t {
+            Targeting::Leader => match self.target.leader(self.backend).await {
+                Some(l) => vec![l],
+                None => nodes.into_iter().take(1).collect(),
+            },
+            Targeting::Random => nodes.into_iter().take(1).collect(),
+            Targeting::Minority => nodes.into_iter().take(((n - 1) / 2).max(1)).collect(),
+            Targeting::Majority => nodes.into_iter().take(n / 2 + 1).collect(),
+            Targeting::All => nodes,
+        }
+    }
+
+    /// Start a fault. Faults that make no sense for this backend say so in the error.
+    pub async fn start(&self, spec: FaultSpec) -> Result<ActiveFault, String> {
+        let all = self.cluster();
+        let mut fault = ActiveFault { spec, nodes: Vec::new(), failover: None };
+        let name = spec.to_string();
+        match spec.kind {
+            FaultKind::Kill | FaultKind::Pause => {
+                fault.nodes = self.pick(spec.target).await;
+                for n in &fault.nodes {
+                    if spec.kind == FaultKind::Kill {
+                        n.kill();
+                    } else {
+                        n.pause();
+                    }
+                }
+                self.record(&name, "start", &fault.nodes, String::new());
+            }
+            FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay => {
+                let net = self.target.net().ok_or("network faults need the target started with proxies")?;
+                fault.nodes = self.pick(spec.target).await;
+                let idx: Vec<usize> = fault.nodes.iter().map(|n| n.index).collect();
+                let rest: Vec<usize> = all.iter().map(|n| n.index).filter(|i| !idx.contains(i)).collect();
+                match spec.kind {
+                    FaultKind::Partition => net.split(&idx, &rest),
+                    FaultKind::Isolate => {
+                        for &i in &idx {
+                            net.isolate(i, &rest);
+                        }
+                    }
+                    _ => {
+                        for &i in &idx {
+                            net.slow(i, DELAY);
+                        }
+                    }
+                }
+                let detail = if spec.kind == FaultKind::Delay { format!("{} ms", DELAY.as_millis()) } else { String::new() };
+                self.record(&name, "start", &fault.nodes, detail);
+            }
+            FaultKind::Clock => {
+                fault.nodes = self.pick(spec.target).await.into_iter().filter(|n| n.clock_file.is_some()).collect();
+                if fault.nodes.is_empty() {
+                    return Err(format!("no {} node runs under the clock shim", self.backend));
+                }
+                for n in &fault.nodes {
+                    clock::set_offset(n.clock_file.as_ref().unwrap(), CLOCK_JUMP_MS).map_err(|e| e.to_string())?;
+                }
+                self.record(&name, "start", &fault.nodes, format!("+{} ms", CLOCK_JUMP_MS));
+            }
+            FaultKind::Failover => {
+                let nodes = self.target.nodes_of(self.backend);
+                let replica = nodes.iter().find(|n| n.replica).cloned().ok_or_else(|| format!("{} has no replica to fail over to", self.backend))?;
+                let primary = nodes.iter().find(|n| !n.replica).cloned().ok_or("no primary")?;
+                self.failover(&primary, &replica).await?;
+                fault.nodes = vec![primary.clone()];
+                fault.failover = Some((primary, replica.clone()));
+                self.record(&name, "start", &fault.nodes, format!("promoted {}", replica.name));
+            }
+        }
+        Ok(fault)
+    }
+
+    /// Kill the primary, promote the replica, and point the primary's clients at it.
+    async fn failover(&self, primary: &Node, replica: &Node) -> Result<(), String> {
+        primary.kill();
+        crate::target::local::redis_command(&replica.real_addr, "REPLICAOF NO ONE").await?;
+        self.target.retarget(primary.index, replica);
+        Ok(())
+    }
+
+    /// Undo a fault.
+    pub async fn end(&self, fault: ActiveFault) -> Result<(), TargetError> {
+        let name = fault.spec.to_string();
+        match fault.spec.kind {
+            FaultKind::Kill => {
+                for n in &fault.nodes {
+                    n.start()?;
+                }
+            }
+            FaultKind::Pause => {
+                for n in &fault.nodes {
+                    n.resume();
+                }
+            }
+            FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay => {
+                if let Some(net) = self.target.net() {
+                    net.heal();
+                }
+            }
+            FaultKind::Clock => {
+                for n in &fault.nodes {
+                    if let Some(f) = &n.clock_file {
+                        clock::set_offset(f, 0).map_err(|e| TargetError::Setup(e.to_string()))?;
+                    }
+                }
+            }
+            FaultKind::Failover => {
+                if let Some((old, new)) = &fault.failover {
+                    // The old primary comes back empty, as a replica of the new one.
+                    old.start()?;
+                    let (h, p) = new.real_addr.rsplit_once(':').unwrap();
+                    let _ = crate::target::local::redis_command(&old.real_addr, &format!("REPLICAOF {h} {p}")).await;
+                }
+            }
+        }
+        self.record(&name, "end", &fault.nodes, String::new());
+        Ok(())
+    }
+
+    /// Put everything of this backend back: nodes running and resumed, links open, clocks
+    /// back; then wait until the cluster is healthy.
+    pub async fn heal_all(&self) -> Result<(), TargetError> {
+        for n in self.target.nodes_of(self.backend) {
+            if n.is_paused() {
+                n.resume();
+            }
+            if !n.is_running() {
+                n.start()?;
+            }
+            if let Some(f) = &n.clock_file {
+                let _ = clock::set_offset(f, 0);
+            }
+        }
+        if let Some(net) = self.target.net() {
+            net.heal();
+        }
+        self.target.wait_healthy(self.backend).await
+    }
+
+    /// Run `schedule` round-robin until `stop`: every `interval`, start the next fault and
+    /// end it half an interval later. Ends healed.
+    pub async fn run(&self, schedule: &[FaultSpec], interval: Duration, stop: tokio_util::sync::CancellationToken) -> Result<(), TargetError> {
+        let mut i = 0;
+        let quiet = interval / 2;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(quiet) => {}
+                _ = stop.cancelled() => break,
+            }
+            let spec = schedule[i % schedule.len()];
+            i += 1;
+            let fault = match self.start(spec).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!("nemesis: {spec} on {}: {e}", self.backend);
+                    self.record(&spec.to_string(), "skipped", &[], e);
+                    continue;
+                }
+            };
+            let started = Instant::now();
+            tokio::select! {
+                _ = tokio::time::sleep(interval - quiet) => {}
+                _ = stop.cancelled() => {}
+            }
+            let _ = started;
+            self.end(fault).await?;
+            if stop.is_cancelled() {
+                break;
+            }
+        }
+        self.heal_all().await
+    }
+}

@@ -1,0 +1,321 @@
+//! Fault-injecting TCP proxies: how dlbench partitions and slows a cluster without root.
+//!
+//! Every link that a fault may cut goes through a proxy on loopback: clients to each node,
+//! and (for etcd and ZooKeeper) each node to its peers. A proxy knows which node it leads
+//! to, and learns who is on the other side of each connection it accepts (a client group,
+//! or a node, see [`super::procnet`]). [`Net`] holds the rules every proxy consults:
+//!
+//! - a cut link stops forwarding in both directions: bytes are held, not dropped, as a
+//!   network that loses packets makes TCP retransmit until the partition heals;
+//! - a delayed node has every byte to and from it held for the delay (per chunk, so
+//!   throughput is kept).
+//!
+//! `heal` removes every rule; held bytes then flow again.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub type NodeId = usize;
+
+/// Who is on the connecting side of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// A dlbench client of this group (0: the shared clients; others: dedicated).
+    Client(u32),
+    Node(NodeId),
+}
+
+#[derive(Debug, Default)]
+struct Rules {
+    cut: HashSet<(Side, NodeId)>,
+    delay: HashMap<NodeId, Duration>,
+}
+
+/// The rules and the proxies that obey them.
+pub struct Net {
+    rules: RwLock<Rules>,
+    changed: watch::Sender<u64>,
+    /// Server processes by pid, to recognise node-to-node connections.
+    owners: Mutex<HashMap<i32, NodeId>>,
+    proxies: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Net {
+    pub fn new() -> Arc<Net> {
+        Arc::new(Net {
+            rules: RwLock::default(),
+            changed: watch::channel(0).0,
+            owners: Mutex::default(),
+            proxies: Mutex::default(),
+        })
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|g| *g += 1);
+    }
+
+    /// Record that process `pid` is node `node` (called on every start and restart).
+    pub fn set_owner(&self, pid: i32, node: NodeId) {
+        let mut o = self.owners.lock().unwrap();
+        o.retain(|_, n| *n != node);
+        o.insert(pid, node);
+    }
+
+    fn is_cut(&self, from: Side, to: NodeId) -> bool {
+        self.rules.read().unwrap().cut.contains(&(from, to))
+    }
+
+    fn delay(&self, a: Side, to: NodeId) -> Duration {
+        let r = self.rules.read().unwrap();
+        let d = r.delay.get(&to).copied().unwrap_or_default();
+        match a {
+            Side::Node(n) => d.max(r.delay.get(&n).copied().unwrap_or_default()),
+            Side::Client(_) => d,
+        }
+    }
+
+    /// Cut `node` off from clients of group 0 and from every node in `peers`.
+    pub fn isolate(&self, node: NodeId, peers: &[NodeId]) {
+        {
+            let mut r = self.rules.write().unwrap();
+            r.cut.insert((Side::Client(0), node));
+            for &p in peers.iter().filter(|&&p| p != node) {
+                r.cut.insert((Side::Node(p), node));
+                r.cut.insert((Side::Node(node), p));
+            }
+        }
+        self.bump();
+    }
+
+    /// Cut every link between a node of `a` and a node of `b` (clients keep both sides).
+    pub fn split(&self, a: &[NodeId], b: &[NodeId]) {
+        {
+            let mut r = self.rules.write().unwrap();
+            for &x in a {
+                for &y in b {
+                    r.cut.insert((Side::Node(x), y));
+                    r.cut.insert((Side::Node(y), x));
+                }
+            }
+        }
+        self.bump();
+    }
+
+    /// Cut the clients of `group` off from `nodes`.
+    pub fn cut_clients(&self, group: u32, nodes: &[NodeId]) {
+        {
+            let mut r = self.rules.write().unwrap();
+            for &n in nodes {
+                r.cut.insert((Side::Client(group), n));
+            }
+        }
+        self.bump();
+    }
+
+    /// Cut the link from node `from` to node `to` (one direction of initiation).
+    pub fn cut_link(&self, from: NodeId, to: NodeId) {
+        self.rules.write().unwrap().cut.insert((Side::Node(from), to));
+        self.bump();
+    }
+
+    /// Hold every byte to and from `node` for `d`.
+    pub fn slow(&self, node: NodeId, d: Duration) {
+        self.rules.write().unwrap().delay.insert(node, d);
+        self.bump();
+    }
+
+    /// Remove every rule.
+    pub fn heal(&self) {
+        {
+            let mut r = self.rules.write().unwrap();
+            r.cut.clear();
+            r.delay.clear();
+        }
+        self.bump();
+    }
+
+    /// True when no rule is in force.
+    pub fn is_healed(&self) -> bool {
+        let r = self.rules.read().unwrap();
+        r.cut.is_empty() && r.delay.is_empty()
+    }
+
+    /// Start a proxy on `listener` to node `to` at `backend`, for clients of `group`.
+    /// With `identify`, connections from server processes are recognised as node links.
+    pub fn spawn_proxy(self: &Arc<Self>, listener: TcpListener, to: NodeId, backend: Arc<Mutex<SocketAddr>>, group: u32, identify: bool) {
+        let net = self.clone();
+        let front = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((conn, peer)) = listener.accept().await else { continue };
+                let _ = conn.set_nodelay(true);
+                let from = if identify { net.identify(peer.port(), front, group) } else { Side::Client(group) };
+                let target = *backend.lock().unwrap();
+                tokio::spawn(serve(net.clone(), conn, from, to, target));
+            }
+        });
+        self.proxies.lock().unwrap().push(task);
+    }
+
+    fn identify(&self, peer_port: u16, front: u16, group: u32) -> Side {
+        let owners: Vec<(i32, NodeId)> = self.owners.lock().unwrap().iter().map(|(p, n)| (*p, *n)).collect();
+        let found = super::procnet::socket_inode(peer_port, front)
+            .and_then(|inode| super::procnet::owner_of(inode, owners.iter().map(|(p, _)| *p)));
+        match found.and_then(|pid| owners.iter().find(|(p, _)| *p == pid)) {
+            Some((_, n)) => Side::Node(*n),
+            None => Side::Client(group),
+        }
+    }
+
+    /// Stop every proxy (their listeners close; open connections end with their tasks).
+    pub fn shutdown(&self) {
+        for t in self.proxies.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Wait until the link is not cut.
+async fn wait_open(net: &Net, from: Side, to: NodeId, rx: &mut watch::Receiver<u64>) {
+    while net.is_cut(from, to) {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn serve(net: Arc<Net>, client: TcpStream, from: Side, to: NodeId, backend: SocketAddr) {
+    let mut rx = net.changed.subscribe();
+    // A cut link does not even reach the server: the connection hangs as a SYN would.
+    wait_open(&net, from, to, &mut rx).await;
+    let Ok(server) = TcpStream::connect(backend).await else { return };
+    let _ = server.set_nodelay(true);
+    let (cr, cw) = client.into_split();
+    let (sr, sw) = server.into_split();
+    let a = tokio::spawn(pump(net.clone(), cr, sw, from, to));
+    let b = tokio::spawn(pump(net, sr, cw, from, to));
+    // When either direction ends, the connection is over: close the other too.
+    tokio::select! {
+        _ = a => {}
+        _ = b => {}
+    }
+}
+
+/// Copy one direction, obeying cuts and delays. Chunks go through a channel to a writer
+/// task so a delay holds each chunk without slowing the ones behind it.
+async fn pump(net: Arc<Net>, mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio::net::tcp::OwnedWriteHalf, from: Side, to: NodeId) {
+    let (tx, mut chunks) = tokio::sync::mpsc::channel::<(Instant, Vec<u8>)>(64);
+    let writer = {
+        let net = net.clone();
+        tokio::spawn(async move {
+            let mut rx = net.changed.subscribe();
+            while let Some((at, buf)) = chunks.recv().await {
+                let d = net.delay(from, to);
+                if !d.is_zero() {
+                    tokio::time::sleep_until((at + d).into()).await;
+                }
+                wait_open(&net, from, to, &mut rx).await;
+                if w.write_all(&buf).await.is_err() {
+                    return;
+                }
+            }
+            let _ = w.shutdown().await;
+        })
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if tx.send((Instant::now(), buf[..n].to_vec())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn echo_server() -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut b = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut b).await {
+                        if n == 0 || s.write_all(&b[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        a
+    }
+
+    async fn roundtrip(s: &mut TcpStream, within: Duration) -> bool {
+        s.write_all(b"ping").await.unwrap();
+        let mut b = [0u8; 4];
+        tokio::time::timeout(within, s.read_exact(&mut b)).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn cut_holds_bytes_and_heal_releases_them() {
+        let net = Net::new();
+        let backend = echo_server().await;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front = l.local_addr().unwrap();
+        net.spawn_proxy(l, 0, Arc::new(Mutex::new(backend)), 0, false);
+        let mut c = TcpStream::connect(front).await.unwrap();
+        assert!(roundtrip(&mut c, Duration::from_secs(2)).await, "open link echoes");
+        net.cut_clients(0, &[0]);
+        assert!(!roundtrip(&mut c, Duration::from_millis(300)).await, "cut link must not answer");
+        net.heal();
+        let mut b = [0u8; 4];
+        tokio::time::timeout(Duration::from_secs(2), c.read_exact(&mut b)).await.expect("held bytes arrive after heal").unwrap();
+        assert_eq!(&b, b"ping");
+        // Another client group is unaffected by a cut of group 0.
+        net.cut_clients(0, &[0]);
+        let l2 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front2 = l2.local_addr().unwrap();
+        net.spawn_proxy(l2, 0, Arc::new(Mutex::new(backend)), 7, false);
+        let mut c2 = TcpStream::connect(front2).await.unwrap();
+        assert!(roundtrip(&mut c2, Duration::from_secs(2)).await);
+        net.heal();
+    }
+
+    #[tokio::test]
+    async fn delay_holds_each_chunk() {
+        let net = Net::new();
+        let backend = echo_server().await;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front = l.local_addr().unwrap();
+        net.spawn_proxy(l, 0, Arc::new(Mutex::new(backend)), 0, false);
+        let mut c = TcpStream::connect(front).await.unwrap();
+        net.slow(0, Duration::from_millis(200));
+        let t = Instant::now();
+        assert!(roundtrip(&mut c, Duration::from_secs(3)).await);
+        assert!(t.elapsed() >= Duration::from_millis(400), "two directions, 200 ms each: {:?}", t.elapsed());
+        net.heal();
+    }
+}
