@@ -62,6 +62,7 @@ pub struct PhaseOutputs {
 }
 
 /// What one phase measured.
+#[derive(Clone)]
 pub struct PhaseResult {
     pub workload: Workload,
     pub totals: Totals,
@@ -89,6 +90,26 @@ pub struct PhaseResult {
 }
 
 impl PhaseResult {
+    /// The result of a scripted phase (a scenario's choreography rather than a load loop).
+    pub fn scripted(workload: Workload, totals: Totals, measured: Duration, resource: ResourceStats, nemesis: Vec<NemesisEvent>) -> Self {
+        PhaseResult {
+            workload,
+            totals,
+            measured,
+            resource,
+            cancelled: false,
+            retired: 0,
+            timeseries: Vec::new(),
+            per_client: Vec::new(),
+            fifo_violations: None,
+            driver_lag: new_histogram(),
+            schedule_lag: None,
+            scheduled: None,
+            first_keys: Vec::new(),
+            nemesis,
+        }
+    }
+
     pub fn ops_per_sec(&self) -> f64 {
         let s = self.measured.as_secs_f64();
         if s > 0.0 {
@@ -536,6 +557,10 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
             p = sh.next_process.fetch_add(1, Ordering::Relaxed);
             let Some(next) = new_client(&sh, c).await else { return };
             client = next;
+            // The fault that made the outcome unknown is likely still there.
+            if !sleep_until(&sh, Instant::now() + Duration::from_millis(50)).await {
+                break;
+            }
         }
         // Think time belongs to the closed loop; in the open loop the schedule paces.
         if open_interval.is_none() && !think.is_zero() && !sleep_until(&sh, Instant::now() + think).await {

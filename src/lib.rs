@@ -27,6 +27,7 @@ pub mod nemesis;
 pub mod progress;
 pub mod results;
 pub mod run;
+pub mod scenario;
 pub mod stats;
 pub mod summary;
 pub mod target;

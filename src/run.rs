@@ -135,6 +135,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         fencing: plan.fencing,
         nemesis_schedule: plan.nemesis.iter().map(|f| f.to_string()).collect(),
         backends: Vec::new(),
+        scenarios: Vec::new(),
     };
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: run {} -> {}", dir.id, dir.path.display());
@@ -256,7 +257,7 @@ pub fn check_history(path: &std::path::Path) -> anyhow::Result<Vec<SegmentVerdic
 }
 
 /// Hand each backend its segments' verdicts, in phase order.
-fn attach(summary: &mut Summary, verdicts: &[SegmentVerdict], mode: FencingMode, faults: bool) {
+pub fn attach(summary: &mut Summary, verdicts: &[SegmentVerdict], mode: FencingMode, faults: bool) {
     for b in &mut summary.backends {
         let mine: Vec<SegmentVerdict> = verdicts.iter().filter(|v| v.backend == b.name).cloned().collect();
         b.attach_checks(&mine, mode, faults);

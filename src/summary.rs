@@ -172,6 +172,9 @@ pub struct Summary {
     #[serde(default)]
     pub nemesis_schedule: Vec<String>,
     pub backends: Vec<BackendSummary>,
+    /// `dlbench scenario`: each entry's observation against its expectation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<crate::scenario::Outcome>,
 }
 
 /// This process's peak resident set size (VmHWM), in MiB.

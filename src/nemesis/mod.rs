@@ -15,7 +15,8 @@
 //! | `failover` | kill the Redis primary, promote its replica, send clients to it | restart the old primary as a replica |
 //!
 //! Targets: `random` (one node, the default), `leader` (etcd, ZooKeeper; others fall back
-//! to random), `minority`, `majority`, `all`; written `kill:leader`.
+//! to random), `follower` (a node that does not lead), `minority`, `majority`, `all`;
+//! written `kill:leader`.
 
 pub mod clock;
 pub mod net;
@@ -49,6 +50,8 @@ pub enum FaultKind {
 pub enum Targeting {
     Random,
     Leader,
+    /// A random node that does not lead.
+    Follower,
     Minority,
     Majority,
     All,
@@ -94,10 +97,11 @@ impl FromStr for FaultSpec {
         let target = match t.trim() {
             "random" => Targeting::Random,
             "leader" => Targeting::Leader,
+            "follower" => Targeting::Follower,
             "minority" => Targeting::Minority,
             "majority" => Targeting::Majority,
             "all" => Targeting::All,
-            other => return Err(format!("unknown target {other:?} in {s:?}: use random, leader, minority, majority or all")),
+            other => return Err(format!("unknown target {other:?} in {s:?}: use random, leader, follower, minority, majority or all")),
         };
         Ok(FaultSpec { kind, target })
     }
@@ -186,6 +190,10 @@ impl Nemesis {
                 Some(l) => vec![l],
                 None => nodes.into_iter().take(1).collect(),
             },
+            Targeting::Follower => {
+                let leader = self.target.leader(self.backend).await.map(|l| l.index);
+                nodes.into_iter().filter(|n| Some(n.index) != leader).take(1).collect()
+            }
             Targeting::Random => nodes.into_iter().take(1).collect(),
             Targeting::Minority => nodes.into_iter().take(((n - 1) / 2).max(1)).collect(),
             Targeting::Majority => nodes.into_iter().take(n / 2 + 1).collect(),

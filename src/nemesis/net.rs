@@ -201,16 +201,24 @@ async fn serve(net: Arc<Net>, client: TcpStream, from: Side, to: NodeId, backend
     let mut rx = net.changed.subscribe();
     // A cut link does not even reach the server: the connection hangs as a SYN would.
     wait_open(&net, from, to, &mut rx).await;
-    let Ok(server) = TcpStream::connect(backend).await else { return };
+    let Ok(server) = TcpStream::connect(backend).await else {
+        // The node is down: reset the client's connection at once, as the dead node's
+        // kernel would have refused it. (A zero linger resets on close; it does not block,
+        // which is what the deprecation warns about.)
+        #[allow(deprecated)]
+        let _ = client.set_linger(Some(Duration::ZERO));
+        return;
+    };
     let _ = server.set_nodelay(true);
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    let a = tokio::spawn(pump(net.clone(), cr, sw, from, to));
-    let b = tokio::spawn(pump(net, sr, cw, from, to));
-    // When either direction ends, the connection is over: close the other too.
+    let mut a = tokio::spawn(pump(net.clone(), cr, sw, from, to));
+    let mut b = tokio::spawn(pump(net, sr, cw, from, to));
+    // When either direction ends, the connection is over: stop the other too (dropping a
+    // JoinHandle would leave it running, holding its half open).
     tokio::select! {
-        _ = a => {}
-        _ = b => {}
+        _ = &mut a => b.abort(),
+        _ = &mut b => a.abort(),
     }
 }
 

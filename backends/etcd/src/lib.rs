@@ -168,13 +168,19 @@ fn maybe_written(e: etcd_client::Error, config: &EtcdConfig) -> LockError {
     }
 }
 
-/// Errors another attempt may not meet: the endpoint refused the connection, or the member
-/// has no leader or just lost it. etcd-client keeps routing to a dead endpoint until it
-/// comes back, so a request is retried until `within` has passed.
+/// Errors another attempt may not meet: the endpoint refused or dropped the connection,
+/// the member has no leader or just lost it, the stream was cut. etcd-client keeps routing
+/// to a dead endpoint until it comes back, so a request is retried until `within` has
+/// passed. Every request this backend repeats is safe to repeat (reads, the claim
+/// transaction that finds its own key, deletes guarded by the create revision).
 fn retryable(e: &etcd_client::Error) -> bool {
+    use tonic::Code;
     match e {
-        etcd_client::Error::GRpcStatus(s) => s.code() == tonic::Code::Unavailable,
-        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(s) => matches!(
+            s.code(),
+            Code::Unavailable | Code::Cancelled | Code::Unknown | Code::Aborted | Code::Internal | Code::DeadlineExceeded
+        ),
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) | etcd_client::Error::WatchError(_) => true,
         _ => false,
     }
 }

@@ -132,6 +132,8 @@ fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError
                 LockError::Unavailable(msg)
             }
         }
+        // A connection that could not even be opened carried no statement.
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => LockError::Unavailable(msg),
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed if may_have_written => {
             LockError::Indeterminate(msg)
         }
@@ -210,7 +212,10 @@ impl DistLock for PgLock {
         loop {
             let attempt_at = Instant::now();
             let q = sqlx::query_scalar::<_, i64>(ACQUIRE).bind(key).bind(ttl).bind(&owner).fetch_optional(&self.pool);
-            if let Some(token) = self.bounded(q, true).await? {
+            tracing::debug!("postgres acquire {key}: attempt");
+            let r = self.bounded(q, true).await;
+            tracing::debug!("postgres acquire {key}: attempt done: {:?}", r.as_ref().map(|t| t.is_some()));
+            if let Some(token) = r? {
                 return Ok(Lease {
                     key: key.to_string(),
                     token: Some(FencingToken(token as u64)),

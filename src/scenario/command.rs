@@ -1,0 +1,167 @@
+//! `dlbench scenario ID[,ID] --backend B|all`: run catalogue entries, print observed
+//! against expected, write a result set, exit non-zero on a contradiction.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{find, judge_entry, run_entry, table, target_options, Outcome, CATALOGUE};
+use crate::checker::SegmentVerdict;
+use crate::history::HistoryWriter;
+use crate::kind::{self, BackendKind};
+use crate::results::{now_rfc3339, RunDir};
+use crate::run::{attach, check_history, names};
+use crate::summary::{self, BackendSummary, Summary};
+use crate::target::local::{bins, LocalTarget};
+use crate::verdict::{Availability, FencingMode};
+
+pub struct ScenarioArgs {
+    pub ids: String,
+    pub backends: String,
+    pub out: PathBuf,
+}
+
+/// Expand `S1,S3` or `all` and the backend list into (entry, backend) pairs that apply.
+pub fn plan(ids: &str, backends: &str) -> anyhow::Result<Vec<(&'static str, BackendKind)>> {
+    let entries: Vec<&'static str> = if ids.trim().eq_ignore_ascii_case("all") {
+        CATALOGUE.iter().map(|s| s.id).collect()
+    } else {
+        ids.split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| {
+                find(s.trim()).map(|e| e.id).ok_or_else(|| {
+                    anyhow::anyhow!("no scenario {:?}; the catalogue has {}", s.trim(), CATALOGUE.iter().map(|s| s.id).collect::<Vec<_>>().join(", "))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let kinds = kind::parse_list(backends).map_err(anyhow::Error::msg)?;
+    let mut pairs = Vec::new();
+    for id in &entries {
+        let e = find(id).unwrap();
+        for k in &kinds {
+            if (e.applies)(*k) {
+                pairs.push((*id, *k));
+            }
+        }
+    }
+    if pairs.is_empty() {
+        anyhow::bail!("none of {} applies to {}", entries.join(", "), names(&kinds));
+    }
+    Ok(pairs)
+}
+
+pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
+    let pairs = plan(&a.ids, &a.backends)?;
+    let mut kinds: Vec<BackendKind> = pairs.iter().map(|(_, k)| *k).collect();
+    kinds.sort();
+    kinds.dedup();
+    bins::find(&kinds)?;
+    let ids: Vec<&str> = pairs.iter().map(|(i, _)| *i).collect();
+    let dir = RunDir::create(&a.out, "")?;
+    let history_path = dir.path.join("history.jsonl");
+    let history = HistoryWriter::create(&history_path)?;
+    let mut summary = Summary {
+        schema_version: summary::SCHEMA_VERSION,
+        run_id: dir.id.clone(),
+        complete: false,
+        started_at: now_rfc3339(),
+        ended_at: None,
+        command: std::env::args().collect(),
+        target: "local".into(),
+        versions: Default::default(),
+        peak_rss_mb: None,
+        fencing: FencingMode::Both,
+        nemesis_schedule: Vec::new(),
+        backends: Vec::new(),
+        scenarios: Vec::new(),
+    };
+    dir.write_json("summary.json", &summary)?;
+    eprintln!("dlbench: scenarios {} -> {}", dir.id, dir.path.display());
+    eprintln!("dlbench: starting local servers for {}", names(&kinds));
+    let target = tokio::select! {
+        t = LocalTarget::start(&dir.path, &kinds, target_options(&ids)) => Arc::new(t?),
+        _ = cancel.cancelled() => return Ok(130),
+    };
+    summary.versions = target.versions().await;
+    let groups = Arc::new(AtomicU32::new(0));
+    // (entry, backend, observations, healed), judged once the history is checked.
+    let mut done = Vec::new();
+    for (id, kind) in &pairs {
+        if cancel.is_cancelled() {
+            break;
+        }
+        eprintln!("dlbench: {id} on {kind}: {}", find(id).unwrap().title);
+        let r = run_entry(&target, *kind, id, &history, &dir.id, &groups, &cancel).await;
+        let healed = target.wait_healthy(*kind).await.is_ok() && target.net().is_none_or(|n| n.is_healed());
+        match r {
+            Ok(r) => done.push((*id, *kind, r.capabilities.fencing, r, healed)),
+            Err(e) => {
+                eprintln!("dlbench: {id} on {kind} could not run: {e:#}");
+                summary.scenarios.push(Outcome {
+                    scenario: id.to_string(),
+                    case: String::new(),
+                    backend: kind.name().into(),
+                    title: find(id).unwrap().title.into(),
+                    fencing: "off".into(),
+                    expected: super::Expect::NoViolation,
+                    observed: format!("did not run: {e:#}"),
+                    ok: false,
+                    overlaps: 0,
+                    lost_updates: 0,
+                    rejected: 0,
+                    availability: None,
+                    notes: Vec::new(),
+                    healed,
+                });
+            }
+        }
+    }
+    drop(target);
+    history.close()?;
+    let verdicts: Vec<SegmentVerdict> = check_history(&history_path)?;
+    // Summaries per backend from every phase the entries ran, then the judgement.
+    let mut backends: Vec<BackendSummary> = Vec::new();
+    for kind in &kinds {
+        let phases: Vec<&crate::driver::PhaseResult> =
+            done.iter().filter(|d| d.1 == *kind).flat_map(|d| d.3.phases.iter()).collect();
+        if phases.is_empty() {
+            continue;
+        }
+        let owned: Vec<crate::driver::PhaseResult> = phases.into_iter().cloned().collect();
+        let caps = done.iter().find(|d| d.1 == *kind).and_then(|d| serde_json::to_value(d.3.capabilities).ok());
+        backends.push(BackendSummary::new(kind.name(), caps, &owned));
+    }
+    summary.backends = backends;
+    attach(&mut summary, &verdicts, FencingMode::Both, true);
+    for (id, kind, tokens, r, healed) in &done {
+        let avail: Vec<Option<Availability>> = r
+            .phases
+            .iter()
+            .map(|p| {
+                verdicts
+                    .iter()
+                    .find(|v| v.backend == kind.name() && v.workload == p.workload.name)
+                    .and_then(|v| v.results.iter().find(|c| c.checker == "availability"))
+                    .and_then(Availability::from_check)
+            })
+            .collect();
+        summary.scenarios.extend(judge_entry(id, *kind, *tokens, &r.observed, &avail, *healed));
+    }
+    summary.complete = !cancel.is_cancelled();
+    summary.ended_at = Some(now_rfc3339());
+    summary.peak_rss_mb = summary::peak_rss_mb();
+    dir.write_json("summary.json", &summary)?;
+    dir.write_json("checks.json", &verdicts)?;
+    dir.write("summary.md", summary::markdown(&summary).as_bytes())?;
+    println!("{}", table(&summary.scenarios));
+    println!("results: {}", dir.path.join("summary.json").display());
+    let contradictions = summary.scenarios.iter().filter(|o| !o.ok).count();
+    if contradictions > 0 {
+        eprintln!("dlbench: {contradictions} observation(s) contradict the catalogue's expectation");
+        return Ok(1);
+    }
+    Ok(if summary.complete { 0 } else { 130 })
+}

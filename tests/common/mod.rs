@@ -1,0 +1,62 @@
+//! Helpers for tests that drive the `dlbench` binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+pub fn dlbench() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dlbench"));
+    c.env_remove("DLBENCH_LOG");
+    c
+}
+
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dlbench-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// PIDs of processes whose command line or working directory is under `dir`. Servers name
+/// their data directory on the command line, except those that rewrite their process title
+/// (Redis, PostgreSQL's helpers), which run with their data directory as working directory.
+pub fn processes_under(dir: &Path) -> Vec<(u32, String)> {
+    let needle = dir.to_string_lossy().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let cwd = std::fs::read_link(e.path().join("cwd")).map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+        // dlbench itself also names the directory; it is our child and waited for.
+        if (cmd.contains(&needle) || cwd.starts_with(&needle)) && !cmd.starts_with(env!("CARGO_BIN_EXE_dlbench")) {
+            out.push((pid, cmd));
+        }
+    }
+    out
+}
+
+pub fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("process did not exit within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn sigint(child: &Child) {
+    // SAFETY: signalling our own child by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+}
+

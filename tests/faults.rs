@@ -1,0 +1,155 @@
+//! Faults end to end: the scenario catalogue's key entries on real servers, a nemesis run's
+//! AP / CP table, and `dlbench check` on hand-made histories.
+
+mod common;
+
+use std::process::Stdio;
+use std::sync::Mutex;
+
+use common::{dlbench, processes_under, scratch};
+
+static HEAVY: Mutex<()> = Mutex::new(());
+
+fn summary(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("latest").join("summary.json")).unwrap()).unwrap()
+}
+
+/// S1 on every backend, S3 and S4 on Redlock, S5 on Redis, S8 on etcd and ZooKeeper: every
+/// observation agrees with the catalogue, every entry ends healed, nothing is left running.
+#[test]
+fn scenario_catalogue_holds_on_real_servers() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("scenarios");
+    let out = dlbench()
+        .args(["scenario", "S1,S3,S4,S5,S8", "--backend", "all", "--out"])
+        .arg(&dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(out.status.success(), "a scenario contradicted its expectation:\n{stdout}");
+    let s = summary(&dir);
+    let outcomes = s["scenarios"].as_array().unwrap();
+    let find = |id: &str, backend: &str, fencing: &str| {
+        outcomes
+            .iter()
+            .find(|o| o["scenario"] == id && o["backend"] == backend && o["fencing"] == fencing && o["case"].as_str().unwrap_or("").len() < 16)
+            .unwrap_or_else(|| panic!("no {id} {backend} fencing {fencing} in {outcomes:?}"))
+    };
+    for b in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
+        let off = find("S1", b, "off");
+        assert!(off["overlaps"].as_u64().unwrap() + off["lost_updates"].as_u64().unwrap() > 0, "S1 {b} without fencing: {off}");
+        let on = find("S1", b, "on");
+        if b != "redlock" {
+            assert!(on["rejected"].as_u64().unwrap() > 0, "S1 {b} with fencing refuses the stale write: {on}");
+            assert_eq!(on["lost_updates"], 0, "S1 {b} with fencing loses nothing: {on}");
+        }
+    }
+    for b in ["etcd", "zookeeper"] {
+        let o = find("S8", b, "off");
+        assert_eq!(o["overlaps"], 0, "S8 {b}");
+        assert!(o["availability"]["longest_gap_ms"].as_u64().unwrap() > 0, "S8 {b} measures a gap: {o}");
+        assert!(o["availability"]["recovery_ms"].is_u64(), "S8 {b} measures recovery");
+    }
+    let double = |id: &str, b: &str| find(id, b, "off")["overlaps"].as_u64().unwrap() > 0;
+    assert!(double("S3", "redlock") || double("S4", "redlock"), "S3 or S4 shows a Redlock double grant");
+    assert!(double("S5", "redis"), "S5 shows a single-Redis double grant");
+    assert!(outcomes.iter().all(|o| o["healed"] == true), "every entry ends healed");
+    // The summary speaks for the backends too.
+    for b in s["backends"].as_array().unwrap() {
+        assert!(b["verdict"]["safety"].is_string(), "{}: verdict", b["name"]);
+        assert!(b["availability"]["success_seconds_pct"].is_number(), "{}: availability", b["name"]);
+        assert!(!b["nemesis"].as_array().unwrap().is_empty(), "{}: nemesis events", b["name"]);
+    }
+    assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
+}
+
+/// `dlbench run --nemesis`: faults recorded with start and end, availability and verdict
+/// per backend, and the AP / CP table printed.
+#[test]
+fn nemesis_run_reports_availability_and_verdicts() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("nemesis");
+    let out = dlbench()
+        .args([
+            "run", "--backends", "etcd,redis", "--workload", "hot-key", "--duration", "12s", "--warmup", "0s", "--nemesis",
+            "kill,pause", "--nemesis-interval", "4s", "--out",
+        ])
+        .arg(&dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("avail %") && stdout.contains("stale refused (fence)"), "AP/CP table:\n{stdout}");
+    let s = summary(&dir);
+    for b in s["backends"].as_array().unwrap() {
+        let name = b["name"].as_str().unwrap();
+        for f in ["success_seconds_pct", "longest_gap_ms", "recovery_ms"] {
+            assert!(b["availability"][f].is_number(), "{name}: availability.{f}");
+        }
+        assert!(b["verdict"]["summary"].is_string(), "{name}: verdict");
+        assert_eq!(b["overlaps"], 0, "{name}: kill and pause break no lock");
+        let events = b["nemesis"].as_array().unwrap();
+        assert!(events.iter().any(|e| e["phase"] == "start") && events.iter().any(|e| e["phase"] == "end"), "{name}: {events:?}");
+        let starts = events.iter().filter(|e| e["phase"] == "start").count();
+        let ends = events.iter().filter(|e| e["phase"] == "end").count();
+        assert_eq!(starts, ends, "{name}: every fault healed");
+    }
+    assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
+}
+
+fn write_history(dir: &std::path::Path, lines: &[&str]) -> std::path::PathBuf {
+    let p = dir.join("history.jsonl");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+const META: &str = r#"{"type":"meta","backend":"hand","workload":"made","keys":["k"],"ttl_ms":10000,"fencing_tokens":true,"started_at":"x"}"#;
+
+#[test]
+fn check_finds_an_overlap_and_names_both_operations() {
+    let dir = scratch("check-overlap");
+    let h = write_history(
+        &dir,
+        &[
+            META,
+            r#"{"type":"invoke","p":1,"f":"acquire","key":0,"ns":1000}"#,
+            r#"{"type":"ok","p":1,"f":"acquire","key":0,"ns":2000,"token":7}"#,
+            r#"{"type":"invoke","p":2,"f":"acquire","key":0,"ns":3000}"#,
+            r#"{"type":"ok","p":2,"f":"acquire","key":0,"ns":4000,"token":8}"#,
+            r#"{"type":"invoke","p":1,"f":"release","key":0,"ns":5000}"#,
+            r#"{"type":"ok","p":1,"f":"release","key":0,"ns":6000}"#,
+            r#"{"type":"invoke","p":2,"f":"release","key":0,"ns":7000}"#,
+            r#"{"type":"ok","p":2,"f":"release","key":0,"ns":8000}"#,
+        ],
+    );
+    let out = dlbench().arg("check").arg(&h).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "invalid exits 1:\n{text}");
+    assert!(text.contains("mutual-exclusion  invalid"), "{text}");
+    assert!(text.contains("process 1 Acquire") && text.contains("process 2 Acquire"), "both ops named:\n{text}");
+}
+
+#[test]
+fn check_never_says_valid_for_a_history_ending_unresolved() {
+    let dir = scratch("check-info");
+    let h = write_history(
+        &dir,
+        &[
+            META,
+            r#"{"type":"invoke","p":1,"f":"acquire","key":0,"ns":1000}"#,
+            r#"{"type":"ok","p":1,"f":"acquire","key":0,"ns":2000,"token":7}"#,
+            r#"{"type":"invoke","p":1,"f":"release","key":0,"ns":5000}"#,
+            r#"{"type":"ok","p":1,"f":"release","key":0,"ns":6000}"#,
+            r#"{"type":"invoke","p":2,"f":"acquire","key":0,"ns":7000}"#,
+            r#"{"type":"info","p":2,"f":"acquire","key":0,"ns":8000,"error":"timed out"}"#,
+            r#"{"type":"invoke","p":3,"f":"acquire","key":0,"ns":9000}"#,
+        ],
+    );
+    let out = dlbench().arg("check").arg(&h).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "unknown exits 3:\n{text}");
+    assert!(text.contains("verdict: unknown"), "{text}");
+}
