@@ -7,6 +7,7 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=clockshim/clockshim.c");
+    git_commit();
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("libdlbench_clockshim.so");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let ok = Command::new(&cc)
@@ -19,5 +20,28 @@ fn main() {
     if !ok {
         println!("cargo:warning=no C compiler ({cc}): clock faults will be unavailable");
         std::fs::write(&out, b"").unwrap();
+    }
+}
+
+/// Record the commit being built, so every result set can say which dlbench measured it.
+fn git_commit() {
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/index");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    if let Some(head) = git(&["rev-parse", "HEAD"]) {
+        if let Ok(r) = std::fs::read_to_string(".git/HEAD") {
+            if let Some(rf) = r.trim().strip_prefix("ref: ") {
+                println!("cargo:rerun-if-changed=.git/{rf}");
+            }
+        }
+        let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+        println!("cargo:rustc-env=DLBENCH_GIT_COMMIT={head}{}", if dirty { "-dirty" } else { "" });
     }
 }

@@ -30,9 +30,44 @@ enum Command {
     Lock(LockArgs),
     /// Re-run the checkers over a history offline. Exit 0 valid, 1 invalid, 3 unknown.
     Check(CheckArgs),
+    /// Regenerate summary.md, the plots and report.html of a run directory (also of an
+    /// interrupted run, from what it recorded).
+    Report(ReportArgs),
+    /// Compare two runs (directories or summary.json files) per backend and metric; exit 1
+    /// on a regression. Default thresholds (relative change that counts): ops_per_sec 25%,
+    /// acquire_p50_us 30%, acquire_p99_us 50%, acquire_p999_us 100%, release_p99_us 50%,
+    /// handoff_p50_us 50%, errors 100% (and at least 10), availability_pct 5 points,
+    /// longest_gap_ms 50%, recovery_ms 50%. Any new overlap or lost update, or a safety
+    /// verdict turning worse, always fails.
+    Compare(CompareArgs),
+    /// Print the JSON Schema of summary.json (committed as schema/summary.schema.json).
+    Schema,
     /// Run failure scenarios from the catalogue (S1-S10, or all) and compare what happens
     /// with what is expected, without and with fencing. Exit 1 on a contradiction.
     Scenario(ScenarioArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// A run directory (results/<run-id>, or results/latest).
+    run_dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    /// The baseline run (directory or summary.json).
+    base: PathBuf,
+    /// The new run (directory or summary.json).
+    new: PathBuf,
+    /// Override a threshold, METRIC=PERCENT (repeatable), e.g. --threshold ops_per_sec=10.
+    #[arg(long = "threshold")]
+    thresholds: Vec<String>,
+    /// Also write the comparison as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Also write the Markdown to this file (for a pull-request comment).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -54,6 +89,17 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
 
+fn client_list(s: &str) -> Result<Vec<usize>, String> {
+    let v: Vec<usize> = s
+        .split(',')
+        .map(|x| x.trim().parse::<usize>().map_err(|_| format!("{x:?} is not a number of clients")))
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() || v.contains(&0) {
+        return Err("clients must be at least 1".into());
+    }
+    Ok(v)
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
     /// Backends to run, comma-separated, or `all` (postgres, redis, redlock, zookeeper, etcd;
@@ -65,9 +111,10 @@ struct RunArgs {
     /// override the workloads' own values.
     #[arg(long)]
     workload: Option<String>,
-    /// Concurrent clients per backend.
+    /// Concurrent clients per backend; a list (1,4,16,64) runs every workload once per
+    /// count, a sweep the report plots as throughput against clients.
     #[arg(long)]
-    clients: Option<usize>,
+    clients: Option<String>,
     /// Number of keys. Without --workload, a single phase with this many keys.
     #[arg(long)]
     keys: Option<usize>,
@@ -171,6 +218,7 @@ struct LockArgs {
 
 fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
     let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
+    let clients = a.clients.as_deref().map(client_list).transpose().map_err(|e| anyhow::anyhow!("--clients: {e}"))?;
     let mut phases: Vec<Workload> = match (&a.workload, a.keys) {
         (Some(list), _) => {
             list.split(',').filter(|s| !s.trim().is_empty()).map(|s| workload::load(s.trim())).collect::<Result<_, _>>()
@@ -186,7 +234,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
     // One seed for the whole run, chosen now and logged, unless given.
     let seed = a.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
     let o = Overrides {
-        clients: a.clients,
+        clients: clients.as_ref().filter(|c| c.len() == 1).map(|c| c[0]),
         keys: a.keys,
         key_dist: a.key_dist,
         hold: a.hold,
@@ -199,6 +247,9 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         rate: a.rate,
         seed: None,
     };
+    if let Some(sweep) = clients.as_ref().filter(|c| c.len() > 1) {
+        phases = phases.iter().flat_map(|w| sweep.iter().map(move |&c| Workload { clients: c, ..w.clone() })).collect();
+    }
     for w in &mut phases {
         o.apply(w);
         if a.seed.is_some() || w.seed.is_none() {
@@ -263,6 +314,28 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             crate::up::up(backends, a.endpoints, a.out, opts, cancel).await
         }
         Command::Check(a) => check(a),
+        Command::Schema => {
+            println!("{}", crate::summary::json_schema());
+            Ok(0)
+        }
+        Command::Report(a) => {
+            let page = crate::report::render(&a.run_dir)?;
+            println!("{}", page.display());
+            Ok(0)
+        }
+        Command::Compare(a) => {
+            let t = crate::compare::thresholds(&a.thresholds)?;
+            let c = crate::compare::compare(&crate::compare::load(&a.base)?, &crate::compare::load(&a.new)?, &t);
+            let md = crate::compare::markdown(&c);
+            print!("{md}");
+            if let Some(p) = &a.json {
+                crate::util::write_atomic(p, serde_json::to_string_pretty(&c)?.as_bytes())?;
+            }
+            if let Some(p) = &a.markdown {
+                crate::util::write_atomic(p, md.as_bytes())?;
+            }
+            Ok(if c.regressions > 0 { 1 } else { 0 })
+        }
         Command::Scenario(a) => {
             install_signals(cancel.clone());
             let args = crate::scenario::command::ScenarioArgs { ids: a.ids, backends: a.backend, out: a.out };

@@ -17,14 +17,17 @@
 
 pub mod checker;
 pub mod cli;
+pub mod compare;
 pub mod connect;
 pub mod driver;
 pub mod endpoints;
+pub mod facts;
 pub mod history;
 pub mod kind;
 pub mod lockcmd;
 pub mod nemesis;
 pub mod progress;
+pub mod report;
 pub mod results;
 pub mod run;
 pub mod scenario;

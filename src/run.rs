@@ -16,7 +16,7 @@ use crate::history::{self, HistoryWriter};
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, FaultSpec, Nemesis};
 use crate::progress::PhaseProgress;
-use crate::results::{now_rfc3339, RunDir};
+use crate::results::RunDir;
 use crate::summary::{self, BackendSummary, Summary};
 use crate::target::local::{bins, LocalTarget, TargetOptions};
 use crate::verdict::FencingMode;
@@ -122,21 +122,8 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     bins::find(&real)?;
     let dir = RunDir::create(&plan.out, "")?;
     dir.write_json("plan.json", &plan)?;
-    let mut summary = Summary {
-        schema_version: summary::SCHEMA_VERSION,
-        run_id: dir.id.clone(),
-        complete: false,
-        started_at: now_rfc3339(),
-        ended_at: None,
-        command: plan.command.clone(),
-        target: "local".into(),
-        versions: Default::default(),
-        peak_rss_mb: None,
-        fencing: plan.fencing,
-        nemesis_schedule: plan.nemesis.iter().map(|f| f.to_string()).collect(),
-        backends: Vec::new(),
-        scenarios: Vec::new(),
-    };
+    let mut summary = Summary::begin(&dir.id, "local", plan.fencing, plan.nemesis.iter().map(|f| f.to_string()).collect());
+    summary.command = plan.command.clone();
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: run {} -> {}", dir.id, dir.path.display());
     if let Some(seed) = plan.phases.first().and_then(|w| w.seed) {
@@ -190,8 +177,11 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                 (Some(t), false) => Some(fault_runner(t, kind, w, &plan, history.clone())),
                 _ => None,
             };
+            // A sweep runs one workload at several client counts: keep their logs apart.
+            let sweep = plan.phases.iter().filter(|x| x.name == w.name).count() > 1;
+            let label = if sweep { format!("{kind}-{}-c{}", w.name, w.clients) } else { format!("{kind}-{}", w.name) };
             let outputs = PhaseOutputs {
-                hlog: Some((dir.path.join("hdr"), format!("{kind}-{}", w.name))),
+                hlog: Some((dir.path.join("hdr"), label)),
                 on_tick: Some(on_tick),
                 history: history.clone().map(|h| (h, kind.name().to_string())),
                 faults,
@@ -216,11 +206,11 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         attach(&mut summary, &verdicts, plan.fencing, !plan.nemesis.is_empty());
         dir.write_json("checks.json", &verdicts)?;
     }
-    summary.complete = !cancel.is_cancelled();
-    summary.ended_at = Some(now_rfc3339());
-    summary.peak_rss_mb = summary::peak_rss_mb();
+    summary.finish(!cancel.is_cancelled());
     dir.write_json("summary.json", &summary)?;
-    dir.write("summary.md", summary::markdown(&summary).as_bytes())?;
+    if let Err(e) = crate::report::render(&dir.path) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
     println!("{}", summary::table(&summary));
     if !plan.nemesis.is_empty() || plan.fencing != FencingMode::Both {
         println!("{}", summary::ap_cp_table(&summary));

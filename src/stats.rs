@@ -95,7 +95,7 @@ struct Shard {
 }
 
 /// One second of the time series.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimePoint {
     /// Seconds since the phase started (warm-up included).
     pub t: u32,
@@ -246,7 +246,7 @@ impl HlogWriter {
 }
 
 /// A latency distribution as reported.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
     pub count: u64,
     pub mean: f64,

@@ -15,8 +15,15 @@ use crate::verdict::{self, Availability, CheckBrief, FencingMode, Measured, Verd
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The JSON Schema of `summary.json`, as committed in `schema/summary.schema.json`.
+pub fn json_schema() -> String {
+    let mut s = serde_json::to_string_pretty(&schemars::schema_for!(Summary)).expect("schema serializes");
+    s.push('\n');
+    s
+}
+
 /// Milliseconds at a few quantiles.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LagMs {
     pub p50: f64,
     pub p99: f64,
@@ -34,7 +41,7 @@ impl LagMs {
 }
 
 /// Open-loop figures: what was scheduled and what the driver managed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OpenLoop {
     pub target_rate: f64,
     /// Operations due in the measured window, and those that completed (any outcome).
@@ -48,7 +55,7 @@ pub struct OpenLoop {
 }
 
 /// One second of the time series, labelled with its workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SeriesPoint {
     pub workload: String,
     #[serde(flatten)]
@@ -56,7 +63,7 @@ pub struct SeriesPoint {
 }
 
 /// One workload phase on one backend.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkloadSummary {
     pub name: String,
     pub clients: usize,
@@ -109,7 +116,7 @@ pub struct WorkloadSummary {
 }
 
 /// One backend over all its phases.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BackendSummary {
     pub name: String,
     pub capabilities: Option<serde_json::Value>,
@@ -153,7 +160,7 @@ pub struct BackendSummary {
 }
 
 /// The whole run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub schema_version: u32,
     pub run_id: String,
@@ -162,6 +169,11 @@ pub struct Summary {
     pub started_at: String,
     pub ended_at: Option<String>,
     pub command: Vec<String>,
+    /// The git commit dlbench was built from.
+    #[serde(default)]
+    pub dlbench_commit: Option<String>,
+    #[serde(default)]
+    pub machine: crate::facts::Machine,
     pub target: String,
     pub versions: BTreeMap<String, String>,
     /// Peak resident memory of the dlbench process, in MiB.
@@ -175,6 +187,36 @@ pub struct Summary {
     /// `dlbench scenario`: each entry's observation against its expectation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<crate::scenario::Outcome>,
+}
+
+impl Summary {
+    /// A run's summary before anything was measured (`complete` false).
+    pub fn begin(run_id: &str, target: &str, fencing: FencingMode, nemesis_schedule: Vec<String>) -> Summary {
+        Summary {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.to_string(),
+            complete: false,
+            started_at: crate::results::now_rfc3339(),
+            ended_at: None,
+            command: std::env::args().collect(),
+            dlbench_commit: crate::facts::commit(),
+            machine: crate::facts::machine(),
+            target: target.to_string(),
+            versions: BTreeMap::new(),
+            peak_rss_mb: None,
+            fencing,
+            nemesis_schedule,
+            backends: Vec::new(),
+            scenarios: Vec::new(),
+        }
+    }
+
+    /// Mark the run finished (or interrupted) now.
+    pub fn finish(&mut self, complete: bool) {
+        self.complete = complete;
+        self.ended_at = Some(crate::results::now_rfc3339());
+        self.peak_rss_mb = peak_rss_mb();
+    }
 }
 
 /// This process's peak resident set size (VmHWM), in MiB.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::checker::{CheckResult, SegmentVerdict, Validity};
 
 /// Which side of the resource the verdict and table speak for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FencingMode {
     /// The resource takes every write: does the lock alone keep the data safe?
@@ -19,7 +19,7 @@ pub enum FencingMode {
 }
 
 /// Availability during faults (or the whole run without faults).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Availability {
     /// Share of whole seconds with at least one successful acquisition.
     pub success_seconds_pct: f64,
@@ -59,7 +59,7 @@ impl Availability {
 }
 
 /// A checker's answer without its evidence (that is in `checks.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckBrief {
     pub checker: String,
     pub valid: Validity,
@@ -83,7 +83,7 @@ pub struct Measured {
 }
 
 /// The verdict column.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// `safe`, `unsafe` (data damaged even with fencing, or fencing off), or
     /// `safe with fencing` (the lock failed, fencing caught every stale write).

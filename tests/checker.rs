@@ -192,8 +192,13 @@ fn without_tokens_fencing_is_unknown() {
             *token = None;
         }
     }
-    let v = checker::check(&seg(10_000, false, h));
+    // Tokens missing although the backend claims them: cannot decide.
+    let v = checker::check(&seg(10_000, true, h.clone()));
     assert_eq!(result(&v, "fencing").valid, Validity::Unknown);
+    // A backend that declares no tokens is not asked the fencing question at all.
+    let v = checker::check(&seg(10_000, false, h));
+    assert!(v.results.iter().all(|r| r.checker != "fencing"));
+    assert_eq!(result(&v, "mutual-exclusion").valid, Validity::Valid);
 }
 
 #[test]

@@ -113,7 +113,7 @@ pub fn parse_schedule(s: &str) -> Result<Vec<FaultSpec>, String> {
 }
 
 /// A fault starting or ending, as the summary lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NemesisEvent {
     pub backend: String,
     pub workload: String,

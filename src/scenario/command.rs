@@ -11,9 +11,9 @@ use super::{find, judge_entry, run_entry, table, target_options, Outcome, CATALO
 use crate::checker::SegmentVerdict;
 use crate::history::HistoryWriter;
 use crate::kind::{self, BackendKind};
-use crate::results::{now_rfc3339, RunDir};
+use crate::results::RunDir;
 use crate::run::{attach, check_history, names};
-use crate::summary::{self, BackendSummary, Summary};
+use crate::summary::{BackendSummary, Summary};
 use crate::target::local::{bins, LocalTarget};
 use crate::verdict::{Availability, FencingMode};
 
@@ -63,21 +63,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     let dir = RunDir::create(&a.out, "")?;
     let history_path = dir.path.join("history.jsonl");
     let history = HistoryWriter::create(&history_path)?;
-    let mut summary = Summary {
-        schema_version: summary::SCHEMA_VERSION,
-        run_id: dir.id.clone(),
-        complete: false,
-        started_at: now_rfc3339(),
-        ended_at: None,
-        command: std::env::args().collect(),
-        target: "local".into(),
-        versions: Default::default(),
-        peak_rss_mb: None,
-        fencing: FencingMode::Both,
-        nemesis_schedule: Vec::new(),
-        backends: Vec::new(),
-        scenarios: Vec::new(),
-    };
+    let mut summary = Summary::begin(&dir.id, "local", FencingMode::Both, Vec::new());
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: scenarios {} -> {}", dir.id, dir.path.display());
     eprintln!("dlbench: starting local servers for {}", names(&kinds));
@@ -150,12 +136,12 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
             .collect();
         summary.scenarios.extend(judge_entry(id, *kind, *tokens, &r.observed, &avail, *healed));
     }
-    summary.complete = !cancel.is_cancelled();
-    summary.ended_at = Some(now_rfc3339());
-    summary.peak_rss_mb = summary::peak_rss_mb();
+    summary.finish(!cancel.is_cancelled());
     dir.write_json("summary.json", &summary)?;
     dir.write_json("checks.json", &verdicts)?;
-    dir.write("summary.md", summary::markdown(&summary).as_bytes())?;
+    if let Err(e) = crate::report::render(&dir.path) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
     println!("{}", table(&summary.scenarios));
     println!("results: {}", dir.path.join("summary.json").display());
     let contradictions = summary.scenarios.iter().filter(|o| !o.ok).count();

@@ -29,7 +29,7 @@ use crate::workload::Workload;
 use scripts::{Ctx, Forget, Observed, Stall};
 
 /// What an entry expects on one side of fencing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Expect {
     /// Two holders, or a lost update (on this side's register).
@@ -102,7 +102,7 @@ fn cases(id: &str, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
 }
 
 /// One observed case on one side of fencing.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Outcome {
     pub scenario: String,
     pub case: String,

@@ -100,6 +100,8 @@ pub async fn version(ep: &str) -> Result<String, String> {
         .find_map(|l| l.strip_prefix("Zookeeper version:"))
         .ok_or("no version line")?
         .trim();
-    // "3.8.0-11+deb12u2, built on ..." -> up to the comma.
-    Ok(v.split(',').next().unwrap_or(v).trim().to_string())
+    // "3.8.0-${mvngit.commit.id}, built on ..." (Debian's build leaves the placeholder):
+    // up to the comma, without an unfilled placeholder.
+    let v = v.split(',').next().unwrap_or(v).trim();
+    Ok(v.split("-${").next().unwrap_or(v).to_string())
 }

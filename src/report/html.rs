@@ -1,0 +1,253 @@
+//! The report page: one self-contained HTML file (no network fetches) with the run's
+//! metadata, the AP / CP table, the per-workload table, scenario outcomes, the plots, and the
+//! checkers' verdicts linked to the offending operations quoted from the history.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::Input;
+use crate::checker::{SegmentVerdict, Validity};
+use crate::history::{self, Record};
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2}", us as f64 / 1000.0)
+}
+
+/// (segment, checker, evidence) -> the history records of the operations involved.
+pub type Excerpts = HashMap<(usize, String, usize), Vec<String>>;
+
+/// Quote, for every piece of evidence, the history records of the processes it names,
+/// around the operations it names.
+pub fn evidence_excerpts(path: &Path, verdicts: &[SegmentVerdict]) -> Excerpts {
+    let mut out = Excerpts::new();
+    let mut i = 0;
+    let _ = history::for_each_segment(path, |seg| {
+        if let Some(v) = verdicts.get(i) {
+            for r in &v.results {
+                for (j, e) in r.evidence.iter().enumerate() {
+                    let mut lines = Vec::new();
+                    for op in &e.ops {
+                        let from = op.invoke_ns.saturating_sub(1_000_000);
+                        let to = op.complete_ns.unwrap_or(op.invoke_ns).saturating_add(1_000_000_000);
+                        let mut n = 0;
+                        for rec in &seg.records {
+                            let (p, key) = match rec {
+                                Record::Invoke { p, key, .. }
+                                | Record::Ok { p, key, .. }
+                                | Record::Fail { p, key, .. }
+                                | Record::Info { p, key, .. }
+                                | Record::Section { p, key, .. } => (*p, *key),
+                                _ => continue,
+                            };
+                            let ns = rec.ns().unwrap_or(0);
+                            if p == op.p && key == op.key && ns >= from && ns <= to && n < 8 {
+                                lines.push(serde_json::to_string(rec).unwrap_or_default());
+                                n += 1;
+                            }
+                        }
+                    }
+                    out.insert((i, r.checker.clone(), j), lines);
+                }
+            }
+        }
+        i += 1;
+    });
+    out
+}
+
+fn validity_class(v: Validity) -> &'static str {
+    match v {
+        Validity::Valid => "valid",
+        Validity::Unknown => "unknown",
+        Validity::Invalid => "invalid",
+    }
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}\
+table{border-collapse:collapse;margin:1em 0;font-size:0.9em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
+td:first-child,th:first-child,td.l{text-align:left}th{background:#f3f3f3}\
+.valid{color:#1a7f37}.invalid{color:#c62828;font-weight:bold}.unknown{color:#b26a00}\
+.banner{background:#fff3cd;border:1px solid #e0b400;padding:0.6em 1em}\
+pre{background:#f7f7f7;padding:0.5em;overflow-x:auto;font-size:0.8em}img{max-width:100%;border:1px solid #eee;margin:0.5em 0}\
+dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:bold}";
+
+/// Checks, once the page has loaded, that every plot image decoded, and notes any script
+/// error, where a headless browser's DOM dump (and a reader) can see it.
+const SCRIPT: &str = "window.__errors=[];window.addEventListener('error',function(e){window.__errors.push(String(e.message))});\
+window.addEventListener('load',function(){var imgs=Array.prototype.slice.call(document.images);\
+var bad=imgs.filter(function(i){return !(i.complete&&i.naturalWidth>0)}).map(function(i){return i.getAttribute('src')});\
+var s=document.getElementById('page-status');\
+s.textContent=(bad.length===0&&window.__errors.length===0?'report-ok':'report-broken')+' images='+imgs.length+' broken='+bad.join(',')+' errors='+window.__errors.length;});";
+
+pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> String {
+    let s = &input.summary;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>dlbench {}</title><style>{STYLE}</style>\
+         <script>{SCRIPT}</script></head><body><h1>dlbench run {}</h1>",
+        esc(&s.run_id),
+        esc(&s.run_id)
+    );
+    if let Some(why) = &input.incomplete {
+        let _ = write!(h, "<p class=\"banner\" id=\"incomplete\"><b>Incomplete run</b>: {}.</p>", esc(why));
+    }
+    // Metadata.
+    let _ = write!(h, "<h2>Run</h2><dl>");
+    let mut meta = |k: &str, v: String| {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(&v));
+    };
+    meta("status", if s.complete { "complete".into() } else { "incomplete".into() });
+    meta("started", s.started_at.clone());
+    meta("ended", s.ended_at.clone().unwrap_or_else(|| "-".into()));
+    meta("command", s.command.join(" "));
+    meta("dlbench commit", s.dlbench_commit.clone().unwrap_or_else(|| "unknown".into()));
+    meta("target", s.target.clone());
+    meta(
+        "machine",
+        format!("{} cores ({}), {} MB, {}, {}", s.machine.cores, s.machine.cpu_model, s.machine.memory_mb, s.machine.kernel, s.machine.os),
+    );
+    meta("servers", s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+    meta("fencing", format!("{:?}", s.fencing).to_lowercase());
+    if !s.nemesis_schedule.is_empty() {
+        meta("nemesis", s.nemesis_schedule.join(", "));
+    }
+    if let Some(rss) = s.peak_rss_mb {
+        meta("peak memory", format!("{rss} MB"));
+    }
+    h.push_str("</dl>");
+
+    // AP / CP table.
+    h.push_str("<h2>AP / CP</h2><table><tr><th>backend</th><th>acq/s</th><th>p99 ms</th><th>avail %</th><th>longest gap ms</th>\
+                <th>recovery ms</th><th>overlaps</th><th>lost upd (no fence)</th><th>stale refused (fence)</th><th>lost upd (fence)</th>\
+                <th>checks</th><th>verdict</th></tr>");
+    for b in &s.backends {
+        let a = b.availability.as_ref();
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        let check = b.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{check}</td><td class=\"l\">{}</td></tr>",
+            esc(&b.name),
+            b.ops_per_sec,
+            ms(b.acquire_latency_us.p99),
+            opt(a.map(|a| format!("{:.1}", a.success_seconds_pct))),
+            opt(a.map(|a| a.longest_gap_ms.to_string())),
+            opt(a.map(|a| a.recovery_ms.to_string())),
+            b.overlaps,
+            b.lost_updates,
+            b.rejected,
+            b.lost_updates_fenced,
+            esc(&b.verdict.as_ref().map(|v| format!("{} [{}] {}", v.safety, v.class, v.summary)).or(b.failure.clone()).unwrap_or_default()),
+        );
+    }
+    h.push_str("</table>");
+
+    // Per-workload table.
+    h.push_str("<h2>Workloads</h2><table><tr><th>backend</th><th>workload</th><th>clients</th><th>keys</th><th>acq/s</th><th>p50 ms</th>\
+                <th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>handoff p50 ms</th><th>fair</th><th>errors</th><th>overlaps</th>\
+                <th>lost upd</th><th>stale tok</th></tr>");
+    for b in &s.backends {
+        for w in &b.workloads {
+            let l = &w.acquire_latency_us;
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&b.name),
+                esc(&w.name),
+                w.clients,
+                w.keys,
+                w.ops_per_sec,
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.p999),
+                ms(l.max),
+                if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
+                w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
+                w.errors,
+                w.overlaps,
+                w.lost_updates,
+                w.stale_tokens
+            );
+        }
+    }
+    h.push_str("</table>");
+
+    if !s.scenarios.is_empty() {
+        h.push_str("<h2>Scenarios</h2><table><tr><th>scenario</th><th>backend</th><th>fencing</th><th>expected</th><th>observed</th><th>agrees</th></tr>");
+        for o in &s.scenarios {
+            let name = if o.case.is_empty() { o.scenario.clone() } else { format!("{} ({})", o.scenario, o.case) };
+            let _ = write!(
+                h,
+                "<tr><td>{} {}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"{}\">{}</td></tr>",
+                esc(&name),
+                esc(&o.title),
+                esc(&o.backend),
+                esc(&o.fencing),
+                esc(&o.expected.to_string()),
+                esc(&o.observed),
+                if o.ok { "valid" } else { "invalid" },
+                if o.ok { "yes" } else { "NO" }
+            );
+        }
+        h.push_str("</table>");
+    }
+
+    h.push_str("<h2>Plots</h2>");
+    for (title, path) in plots {
+        let _ = write!(h, "<h3>{}</h3><img src=\"{}\" alt=\"{}\">", esc(title), esc(&path.to_string_lossy()), esc(title));
+    }
+
+    h.push_str("<h2>Checks</h2>");
+    if input.verdicts.is_empty() {
+        h.push_str("<p>No history was kept for this run, so only the resource's counts above speak for safety.</p>");
+    }
+    let mut anchored = std::collections::HashSet::new();
+    for (i, v) in input.verdicts.iter().enumerate() {
+        let anchor = if anchored.insert(v.backend.clone()) { format!(" id=\"checks-{}\"", esc(&v.backend)) } else { String::new() };
+        let _ = write!(h, "<h3{anchor}>{} {}: <span class=\"{}\">{}</span></h3><ul>", esc(&v.backend), esc(&v.workload), validity_class(v.valid), v.valid);
+        for r in &v.results {
+            let _ = write!(h, "<li><b>{}</b> <span class=\"{}\">{}</span>: {}", esc(&r.checker), validity_class(r.valid), r.valid, esc(&r.message));
+            if !r.evidence.is_empty() {
+                h.push_str("<ul>");
+                for (j, e) in r.evidence.iter().enumerate() {
+                    let id = format!("ev-{i}-{}-{j}", r.checker);
+                    let _ = write!(h, "<li><a href=\"#{id}\">{}</a></li>", esc(&e.what));
+                }
+                h.push_str("</ul>");
+            }
+            h.push_str("</li>");
+        }
+        h.push_str("</ul>");
+    }
+    // Evidence: the operations, quoted from the history.
+    let mut any = false;
+    for (i, v) in input.verdicts.iter().enumerate() {
+        for r in &v.results {
+            for (j, e) in r.evidence.iter().enumerate() {
+                if !any {
+                    h.push_str("<h2>Evidence</h2><p>Operations named by the checks, and the history records around them (from <a href=\"history.jsonl\">history.jsonl</a>).</p>");
+                    any = true;
+                }
+                let id = format!("ev-{i}-{}-{j}", r.checker);
+                let _ = write!(h, "<h4 id=\"{id}\">{} {} &middot; {}: {}</h4><ul>", esc(&v.backend), esc(&v.workload), esc(&r.checker), esc(&e.what));
+                for op in &e.ops {
+                    let _ = write!(h, "<li>{}</li>", esc(&op.to_string()));
+                }
+                h.push_str("</ul>");
+                if let Some(lines) = excerpts.get(&(i, r.checker.clone(), j)) {
+                    if !lines.is_empty() {
+                        let _ = write!(h, "<pre>{}</pre>", esc(&lines.join("\n")));
+                    }
+                }
+            }
+        }
+    }
+    h.push_str("<p id=\"page-status\" style=\"color:#999;font-size:0.8em\">loading</p></body></html>\n");
+    h
+}

@@ -1,0 +1,93 @@
+//! Figures rebuilt from a history alone, for a run killed before it wrote them: enough of a
+//! workload summary (throughput, latency, errors, safety counts, the per-second series) to
+//! render the report of an incomplete run.
+
+use crate::checker::{self, History, Outcome};
+use crate::history::{Op, Segment};
+use crate::stats::{new_histogram, us, Percentiles, TimePoint};
+use crate::summary::{LagMs, WorkloadSummary};
+
+pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
+    let h = History::from_segment(seg);
+    let v = checker::check(seg);
+    let fig = |checker: &str, f: &str| {
+        v.results.iter().find(|r| r.checker == checker).and_then(|r| r.figures.get(f)).and_then(|x| x.as_u64()).unwrap_or(0)
+    };
+    let mut acquire = new_histogram();
+    let mut release = new_histogram();
+    let mut errors = 0u64;
+    let seconds = (h.end_ns / 1_000_000_000 + 1) as usize;
+    let mut series: Vec<(u64, u64, hdrhistogram::Histogram<u64>)> = Vec::new();
+    let mut clients = std::collections::BTreeSet::new();
+    for o in &h.ops {
+        clients.insert(o.p);
+        let Some(c) = o.complete_ns else { continue };
+        let lat = std::time::Duration::from_nanos(c.saturating_sub(o.invoke_ns));
+        let sec = ((c / 1_000_000_000) as usize).min(seconds.saturating_sub(1));
+        while series.len() <= sec {
+            series.push((0, 0, new_histogram()));
+        }
+        match (o.f, o.outcome) {
+            (Op::Acquire, Outcome::Ok) => {
+                acquire.saturating_record(us(lat));
+                series[sec].0 += 1;
+                series[sec].2.saturating_record(us(lat));
+            }
+            (Op::Release, Outcome::Ok) => release.saturating_record(us(lat)),
+            (_, Outcome::Fail | Outcome::Info) => {
+                errors += 1;
+                series[sec].1 += 1;
+            }
+            _ => {}
+        }
+    }
+    let measured_s = h.end_ns as f64 / 1e9;
+    let acquired = acquire.len();
+    let q = |h: &hdrhistogram::Histogram<u64>, x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
+    WorkloadSummary {
+        name: seg.meta.as_ref().map(|m| m.workload.clone()).unwrap_or_default(),
+        clients: clients.len(),
+        keys: seg.meta.as_ref().map(|m| m.keys.len()).unwrap_or(0),
+        seed: None,
+        warmup_s: 0.0,
+        measured_s: (measured_s * 1000.0).round() / 1000.0,
+        ops_per_sec: if measured_s > 0.0 { (acquired as f64 / measured_s * 10.0).round() / 10.0 } else { 0.0 },
+        acquired,
+        acquire_latency_us: Percentiles::of(&acquire),
+        service_latency_us: Percentiles::of(&acquire),
+        release_latency_us: Percentiles::of(&release),
+        handoff_latency_us: Percentiles::default(),
+        fairness_jain: None,
+        fifo_violations: None,
+        driver_lag_ms: LagMs::default(),
+        open_loop: None,
+        first_keys: Vec::new(),
+        timeseries: series
+            .iter()
+            .enumerate()
+            .map(|(t, (ok, failed, h))| TimePoint {
+                t: t as u32,
+                ok: *ok,
+                failed: *failed,
+                timeouts: 0,
+                p50_us: q(h, 0.5),
+                p99_us: q(h, 0.99),
+                max_us: if h.is_empty() { 0 } else { h.max() },
+            })
+            .collect(),
+        errors,
+        error_kinds: Default::default(),
+        timeouts: 0,
+        retired_clients: 0,
+        sections: h.sections.len() as u64,
+        overlaps: fig("mutual-exclusion", "overlaps"),
+        lost_updates: fig("lost-updates", "lost_updates"),
+        stale_tokens: fig("fencing", "rejected"),
+        lost_updates_fenced: fig("fencing", "lost_updates_fenced"),
+        rejected: fig("fencing", "rejected"),
+        availability: None,
+        checks: crate::verdict::briefs(&v),
+        validity: Some(v.valid),
+        nemesis: Vec::new(),
+    }
+}

@@ -1,0 +1,309 @@
+//! The report's charts, as SVG (plotters): the latency percentile spectrum, throughput and
+//! p99 over time with fault windows shaded, availability under faults, and throughput
+//! against client count for a sweep.
+
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use plotters::prelude::*;
+
+use crate::stats::new_histogram;
+use crate::summary::{BackendSummary, Summary};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn color(i: usize) -> RGBColor {
+    // Distinct, print-friendly colours (Tableau 10).
+    const C: [(u8, u8, u8); 10] = [
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
+    ];
+    let (r, g, b) = C[i % C.len()];
+    RGBColor(r, g, b)
+}
+
+/// Merge every interval of the `.hlog` files in `hdr/` whose name starts with `backend-`.
+pub fn backend_histogram(run_dir: &Path, backend: &str) -> Option<Histogram<u64>> {
+    let dir = run_dir.join("hdr");
+    let mut h = new_histogram();
+    let mut any = false;
+    let mut de = Deserializer::new();
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !(name.starts_with(&format!("{backend}-")) && name.ends_with("-acquire.hlog")) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(e.path()) else { continue };
+        for entry in IntervalLogIterator::new(&bytes).flatten() {
+            if let LogEntry::Interval(i) = entry {
+                let Ok(raw) = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, i.encoded_histogram()) else { continue };
+                let Ok(ih) = de.deserialize::<u64, _>(&mut &raw[..]) else { continue };
+                if h.add(&ih).is_ok() {
+                    any = true;
+                }
+            }
+        }
+    }
+    any.then_some(h)
+}
+
+/// x = -log10(1 - q): 0 at the median's left edge, 1 at 90%, 2 at 99%, 3 at 99.9%...
+fn nines(q: f64) -> f64 {
+    -(1.0 - q.min(0.99999)).log10()
+}
+
+fn percent_label(x: &f64) -> String {
+    let q = 1.0 - 10f64.powf(-x);
+    let p = q * 100.0;
+    if p < 99.0 {
+        format!("{p:.0}%")
+    } else {
+        let digits = (x.round() as usize).saturating_sub(2);
+        format!("{p:.digits$}%")
+    }
+}
+
+/// The acquire-latency percentile spectrum of every backend on one chart (log scales).
+pub fn spectrum(run_dir: &Path, s: &Summary, out: &Path) -> Res<bool> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
+        let pts: Vec<(f64, f64)> = match backend_histogram(run_dir, &b.name) {
+            Some(h) if !h.is_empty() => {
+                h.iter_quantiles(4).map(|v| (nines(v.quantile_iterated_to()), v.value_iterated_to().max(1) as f64 / 1000.0)).collect()
+            }
+            _ => {
+                let p = &b.acquire_latency_us;
+                if p.count == 0 {
+                    continue;
+                }
+                [(0.5, p.p50), (0.9, p.p90), (0.99, p.p99), (0.999, p.p999), (0.9999, p.p9999), (0.99999, p.max)]
+                    .iter()
+                    .map(|(q, v)| (nines(*q), (*v).max(1) as f64 / 1000.0))
+                    .collect()
+            }
+        };
+        series.push((b.name.clone(), pts));
+    }
+    if series.is_empty() {
+        return Ok(false);
+    }
+    let ymax = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).fold(1.0, f64::max) * 2.0;
+    let ymin = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).fold(f64::MAX, f64::min).max(0.001) / 2.0;
+    let root = SVGBackend::new(out, (900, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Acquire latency by percentile", ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..5.3f64, (ymin..ymax).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile")
+        .y_desc("latency (ms, log scale)")
+        .x_labels(6)
+        .x_label_formatter(&percent_label)
+        .y_label_formatter(&|v| format!("{v}"))
+        .draw()?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(true)
+}
+
+/// One backend's phases laid end to end: (seconds, acq/s, p99 ms) and fault windows.
+fn timeline(b: &BackendSummary) -> (Vec<(f64, f64, f64)>, Vec<(f64, f64, String)>) {
+    let mut pts = Vec::new();
+    let mut windows = Vec::new();
+    let mut offset = 0.0;
+    for w in &b.workloads {
+        for p in &w.timeseries {
+            pts.push((offset + p.t as f64 + 1.0, p.ok as f64, p.p99_us as f64 / 1000.0));
+        }
+        let mut open: Vec<(String, f64)> = Vec::new();
+        for e in &w.nemesis {
+            let t = offset + e.at_ms as f64 / 1000.0;
+            match e.phase.as_str() {
+                "start" => open.push((e.f.clone(), t)),
+                "end" => {
+                    if let Some(i) = open.iter().position(|(f, _)| *f == e.f) {
+                        let (f, s) = open.remove(i);
+                        windows.push((s, t, format!("{f} {}", e.targets.join(","))));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let len = w.timeseries.len() as f64;
+        for (f, s) in open {
+            windows.push((s, offset + len, f));
+        }
+        offset += len;
+    }
+    (pts, windows)
+}
+
+/// Throughput and p99 over time for one backend, fault windows shaded (Jepsen style).
+pub fn over_time(b: &BackendSummary, out: &Path) -> Res<bool> {
+    let (pts, windows) = timeline(b);
+    if pts.is_empty() {
+        return Ok(false);
+    }
+    let xmax = pts.last().map(|p| p.0).unwrap_or(1.0).max(1.0);
+    let tmax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
+    let lmax = pts.iter().map(|p| p.2).fold(0.01, f64::max) * 2.0;
+    let root = SVGBackend::new(out, (900, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(&format!("{}: throughput and p99 over time", b.name), ("sans-serif", 22))?;
+    let (top, bottom) = root.split_vertically(250);
+    let shade = RGBColor(214, 39, 40).mix(0.15);
+    let mut c1 = ChartBuilder::on(&top).margin(10).x_label_area_size(25).y_label_area_size(70).build_cartesian_2d(0f64..xmax, 0f64..tmax)?;
+    c1.configure_mesh().y_desc("acquisitions/s").x_labels(10).draw()?;
+    c1.draw_series(windows.iter().map(|(s, e, _)| Rectangle::new([(*s, 0.0), (*e, tmax)], shade.filled())))?
+        .label("fault")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], shade.filled()));
+    c1.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color(0).stroke_width(2)))?
+        .label("acq/s")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color(0).stroke_width(2)));
+    c1.configure_series_labels().position(SeriesLabelPosition::UpperRight).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    let mut c2 = ChartBuilder::on(&bottom)
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..xmax, (0.01f64..lmax).log_scale())?;
+    c2.configure_mesh().x_desc("seconds").y_desc("p99 ms (log)").x_labels(10).y_label_formatter(&|v| format!("{v}")).draw()?;
+    c2.draw_series(windows.iter().map(|(s, e, _)| Rectangle::new([(*s, 0.01), (*e, lmax)], shade.filled())))?;
+    c2.draw_series(LineSeries::new(pts.iter().filter(|p| p.2 > 0.0).map(|p| (p.0, p.2)), color(1).stroke_width(2)))?;
+    root.present()?;
+    Ok(true)
+}
+
+/// Availability under faults per backend (share of fault seconds with a success).
+pub fn availability(s: &Summary, out: &Path) -> Res<bool> {
+    let rows: Vec<(String, f64)> =
+        s.backends.iter().filter_map(|b| b.availability.as_ref().map(|a| (b.name.clone(), a.success_seconds_pct))).collect();
+    if rows.is_empty() {
+        return Ok(false);
+    }
+    let root = SVGBackend::new(out, (900, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let n = rows.len();
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Availability during faults", ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..n as f64, 0f64..105f64)?;
+    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc("% of fault seconds with a success")
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 0.01 && i < names.len() {
+                names[i].clone()
+            } else {
+                String::new()
+            }
+        })
+        .draw()?;
+    chart.draw_series(rows.iter().enumerate().map(|(i, (_, v))| {
+        Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, *v)], color(i).filled())
+    }))?;
+    root.present()?;
+    Ok(true)
+}
+
+/// Throughput against client count, per backend and workload, when a sweep ran.
+pub fn sweep(s: &Summary, out: &Path) -> Res<bool> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for b in s.backends.iter() {
+        let mut names: Vec<&str> = b.workloads.iter().map(|w| w.name.as_str()).collect();
+        names.sort();
+        names.dedup();
+        for n in names {
+            let mut pts: Vec<(f64, f64)> =
+                b.workloads.iter().filter(|w| w.name == n).map(|w| (w.clients as f64, w.ops_per_sec)).collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            pts.dedup_by(|a, b| a.0 == b.0);
+            if pts.len() >= 2 {
+                series.push((format!("{} {n}", b.name), pts));
+            }
+        }
+    }
+    if series.is_empty() {
+        return Ok(false);
+    }
+    let xmax = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)).fold(2.0, f64::max) * 1.5;
+    let ymax = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).fold(1.0, f64::max) * 2.0;
+    let root = SVGBackend::new(out, (900, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Throughput against clients", ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0.8f64..xmax).log_scale(), (0.5f64..ymax).log_scale())?;
+    chart.configure_mesh().x_desc("clients (log)").y_desc("acquisitions/s (log)").x_label_formatter(&|v| format!("{v:.0}")).y_label_formatter(&|v| format!("{v:.0}")).draw()?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)).point_size(4))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(true)
+}
+
+/// Draw every chart that has data into `run_dir/plots/`; returns (title, relative path).
+pub fn draw_all(run_dir: &Path, s: &Summary) -> Vec<(String, PathBuf)> {
+    let dir = run_dir.join("plots");
+    let _ = std::fs::create_dir_all(&dir);
+    let mut out = Vec::new();
+    let mut try_draw = |title: String, file: String, r: Res<bool>| match r {
+        Ok(true) => out.push((title, PathBuf::from("plots").join(file))),
+        Ok(false) => {}
+        Err(e) => tracing::warn!("plot {file}: {e}"),
+    };
+    try_draw("Acquire latency by percentile".into(), "latency-spectrum.svg".into(), spectrum(run_dir, s, &dir.join("latency-spectrum.svg")));
+    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
+        let f = format!("timeline-{}.svg", b.name);
+        try_draw(format!("{}: throughput and p99 over time", b.name), f.clone(), over_time(b, &dir.join(&f)));
+    }
+    try_draw("Availability during faults".into(), "availability.svg".into(), availability(s, &dir.join("availability.svg")));
+    try_draw("Throughput against clients".into(), "clients-sweep.svg".into(), sweep(s, &dir.join("clients-sweep.svg")));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_axis_reads_in_nines() {
+        assert_eq!(percent_label(&0.0), "0%");
+        assert_eq!(percent_label(&1.0), "90%");
+        assert_eq!(percent_label(&2.0), "99%");
+        assert_eq!(percent_label(&3.0), "99.9%");
+    }
+}

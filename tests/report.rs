@@ -1,0 +1,169 @@
+//! Result sets: the JSON Schema, the HTML report in a real browser, a killed run's report,
+//! and `dlbench compare` on real summaries.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::{dlbench, processes_under, scratch, wait_exit};
+
+static HEAVY: Mutex<()> = Mutex::new(());
+
+/// One short run with faults, shared by the tests that read a finished result set.
+fn finished_run() -> &'static PathBuf {
+    static RUN: OnceLock<PathBuf> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("report");
+        let out = dlbench()
+            .args([
+                "run", "--backends", "redis,etcd", "--workload", "hot-key", "--duration", "6s", "--warmup", "0s", "--nemesis",
+                "kill", "--nemesis-interval", "3s", "--out",
+            ])
+            .arg(&dir)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        std::fs::canonicalize(dir.join("latest")).unwrap()
+    })
+}
+
+fn json(p: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+#[test]
+fn committed_schema_is_current_and_summaries_validate() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/summary.schema.json")).unwrap();
+    let out = dlbench().arg("schema").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        committed,
+        "schema/summary.schema.json is stale: regenerate it with `dlbench schema > schema/summary.schema.json`"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the committed schema is a valid JSON Schema");
+    let summary = json(&finished_run().join("summary.json"));
+    let errors: Vec<String> = validator.iter_errors(&summary).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "summary.json does not validate: {errors:#?}");
+    // And the schema has teeth: a summary missing a required field does not validate.
+    let mut broken = summary.clone();
+    broken.as_object_mut().unwrap().remove("backends");
+    assert!(!validator.is_valid(&broken));
+}
+
+/// Render a page in headless Chromium and return the DOM after load.
+fn chromium_dom(page: &Path) -> String {
+    let out = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .stderr(Stdio::null())
+        .output()
+        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh installs it");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn report_renders_in_chromium_with_every_plot_and_fault_windows() {
+    let run = finished_run();
+    let out = dlbench().arg("report").arg(run).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = run.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("http://") && !html.contains("https://"), "the page must not fetch anything");
+    let plots: Vec<String> = std::fs::read_dir(run.join("plots")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+    for want in ["latency-spectrum.svg", "timeline-redis.svg", "timeline-etcd.svg", "availability.svg"] {
+        assert!(plots.iter().any(|p| p == want), "{want} missing from {plots:?}");
+    }
+    let dom = chromium_dom(&page);
+    let status = dom.split("id=\"page-status\"").nth(1).unwrap_or("");
+    assert!(
+        status.contains(&format!("report-ok images={} broken= errors=0", plots.len())),
+        "the page did not load cleanly with its {} plots: {}",
+        plots.len(),
+        &status[..status.len().min(200)]
+    );
+    // Faults ran, so the timelines shade their windows (the fault colour, translucent).
+    let svg = std::fs::read_to_string(run.join("plots").join("timeline-redis.svg")).unwrap();
+    assert!(svg.matches("#D62728").count() >= 3, "no shaded fault window in the redis timeline");
+    assert!(html.contains("id=\"checks-redis\""), "verdicts link to their evidence");
+}
+
+#[test]
+fn compare_flags_halved_throughput_and_new_overlaps() {
+    let run = finished_run();
+    let dir = scratch("compare");
+    let base = run.join("summary.json");
+    let same = dlbench().args(["compare"]).arg(&base).arg(&base).output().unwrap();
+    assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stdout));
+    let mut s = json(&base);
+    let ops = s["backends"][0]["ops_per_sec"].as_f64().unwrap();
+    s["backends"][0]["ops_per_sec"] = serde_json::json!(ops / 2.0);
+    let halved = dir.join("halved.json");
+    std::fs::write(&halved, serde_json::to_vec(&s).unwrap()).unwrap();
+    let out = dlbench().args(["compare"]).arg(&base).arg(&halved).arg("--json").arg(dir.join("c.json")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let name = s["backends"][0]["name"].as_str().unwrap();
+    assert!(text.contains(&format!("{name} ops_per_sec")), "names backend and metric:\n{text}");
+    assert!(json(&dir.join("c.json"))["regressions"].as_u64().unwrap() >= 1);
+    let mut s = json(&base);
+    s["backends"][1]["overlaps"] = serde_json::json!(1);
+    let overlapped = dir.join("overlap.json");
+    std::fs::write(&overlapped, serde_json::to_vec(&s).unwrap()).unwrap();
+    let out = dlbench().args(["compare", "--threshold", "ops_per_sec=1000"]).arg(&base).arg(&overlapped).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a new overlap always fails:\n{text}");
+    assert!(text.contains("regressed (safety)"), "{text}");
+}
+
+/// SIGKILL leaves a run directory the report marks incomplete and renders from the history.
+#[test]
+fn a_killed_run_still_renders_and_says_so() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("killed");
+    let mut child = dlbench()
+        .args(["run", "--backends", "redis", "--workload", "hot-key", "--duration", "60s", "--warmup", "0s", "--out"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the phase is recording.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let history = loop {
+        if let Some(h) = std::fs::read_dir(&dir).ok().and_then(|mut d| d.find_map(|e| {
+            let p = e.ok()?.path().join("history.jsonl");
+            (std::fs::metadata(&p).ok()?.len() > 100_000).then_some(p)
+        })) {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "the run never started recording");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    child.kill().unwrap(); // SIGKILL: no cleanup code runs
+    wait_exit(&mut child, Duration::from_secs(10));
+    let run = history.parent().unwrap().to_path_buf();
+    // The kernel's parent-death signal took the servers down with dlbench.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_under(&dir).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(processes_under(&dir).is_empty(), "servers outlived a SIGKILLed dlbench: {:?}", processes_under(&dir));
+    let out = dlbench().arg("report").arg(&run).output().unwrap();
+    assert!(out.status.success(), "report of a killed run: {}", String::from_utf8_lossy(&out.stderr));
+    let mut html = String::new();
+    std::fs::File::open(run.join("report.html")).unwrap().read_to_string(&mut html).unwrap();
+    assert!(html.contains("id=\"incomplete\""), "a killed run is marked incomplete");
+    assert!(html.contains("<td class=\"l\">hot-key</td>"), "the phase cut short is rebuilt from its history");
+    let md = std::fs::read_to_string(run.join("summary.md")).unwrap();
+    assert!(md.contains("Incomplete"), "{md}");
+    let dom = chromium_dom(&run.join("report.html"));
+    assert!(dom.contains("report-ok"), "the incomplete report still loads cleanly");
+}
