@@ -20,7 +20,12 @@ impl RunDir {
         let path = out.join(&id);
         std::fs::create_dir_all(&path)
             .map_err(|e| anyhow::anyhow!("cannot create results directory {}: {e}", path.display()))?;
+        // Absolute, because servers run with their own working directories (PostgreSQL's
+        // is its data directory) and must find their files from there.
+        let path = std::fs::canonicalize(&path)
+            .map_err(|e| anyhow::anyhow!("cannot resolve results directory {}: {e}", path.display()))?;
         if prefix.is_empty() {
+            let out = path.parent().unwrap_or(out);
             let latest = out.join("latest");
             let tmp = out.join(format!(".latest-{}", std::process::id()));
             let _ = std::fs::remove_file(&tmp);

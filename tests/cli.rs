@@ -58,12 +58,15 @@ fn shipped_workloads_run_on_all_five_backends() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("run");
     let workloads = ["hot-key", "many-keys", "zipf", "long-hold", "open-loop"];
+    // From inside the directory with the default, relative `--out results`, as the README's
+    // main command runs.
     let out = dlbench()
-        .args(["run", "--workload", &workloads.join(","), "--duration", "2s", "--warmup", "0s", "--seed", "11", "--out"])
-        .arg(&dir)
+        .current_dir(&dir)
+        .args(["run", "--workload", &workloads.join(","), "--duration", "2s", "--warmup", "0s", "--seed", "11"])
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
+    let dir = dir.join("results");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "exit {}: {stdout}", out.status);
     let latest = dir.join("latest").join("summary.json");
