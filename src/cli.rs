@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::Timeouts;
 use crate::kind::{self, BackendKind};
-use crate::run::{HistoryMode, RunPlan};
+use crate::run::{HistoryMode, RunPlan, TargetChoice};
 use crate::util::parse_duration;
 use crate::verdict::FencingMode;
 use crate::workload::{self, Dist, KeyDist, Overrides, Workload};
@@ -167,6 +167,22 @@ struct RunArgs {
     /// for the memory backend (hundreds of thousands of operations a second).
     #[arg(long, value_enum, default_value = "auto")]
     history: HistoryMode,
+    /// Where the servers are: local (dlbench starts them), compose (the services of
+    /// docker-compose.yml), external (the endpoints file given with --endpoints).
+    #[arg(long, default_value = "local", value_parser = ["local", "compose", "external"])]
+    target: String,
+    /// The endpoints file of an external target (see README: external target).
+    #[arg(long)]
+    endpoints: Option<PathBuf>,
+    /// The compose project holding the services.
+    #[arg(long, default_value = crate::target::compose::DEFAULT_PROJECT)]
+    compose_project: String,
+    /// Let an external target's endpoints be off this machine (by default only loopback).
+    #[arg(long)]
+    allow_remote: bool,
+    /// Bound on reaching each endpoint and on each client's connection.
+    #[arg(long, value_parser = duration, default_value = "3s")]
+    connect_timeout: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -193,6 +209,11 @@ struct UpArgs {
     /// shim, Redis with a replica.
     #[arg(long)]
     faults: bool,
+    /// Require the password held in this environment variable: Redis (requirepass),
+    /// PostgreSQL's postgres user, etcd's root user (auth on). The endpoints file names the
+    /// variable, never the password.
+    #[arg(long)]
+    password_env: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -261,11 +282,23 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         Some(s) => crate::nemesis::parse_schedule(s).map_err(anyhow::Error::msg)?,
         None => Vec::new(),
     };
+    let target = match a.target.as_str() {
+        "compose" => TargetChoice::Compose { project: a.compose_project.clone() },
+        "external" => TargetChoice::External {
+            endpoints: a.endpoints.clone().ok_or_else(|| anyhow::anyhow!("--target external needs --endpoints FILE (dlbench up --endpoints FILE writes one)"))?,
+            allow_remote: a.allow_remote,
+        },
+        _ => TargetChoice::Local,
+    };
+    if a.endpoints.is_some() && !matches!(target, TargetChoice::External { .. }) {
+        anyhow::bail!("--endpoints is for --target external");
+    }
     Ok(RunPlan {
         backends,
         phases,
         out: a.out,
-        timeouts: Timeouts::default(),
+        timeouts: Timeouts { connect: a.connect_timeout, ..Timeouts::default() },
+        target,
         command: std::env::args().collect(),
         nemesis,
         nemesis_interval: a.nemesis_interval,
@@ -310,8 +343,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Up(a) => {
             install_signals(cancel.clone());
             let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
-            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults };
-            crate::up::up(backends, a.endpoints, a.out, opts, cancel).await
+            let password = match &a.password_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
+                None => None,
+            };
+            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password };
+            crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
         }
         Command::Check(a) => check(a),
         Command::Schema => {

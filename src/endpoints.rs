@@ -34,6 +34,43 @@ pub struct Section {
     pub password_env: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<String>,
+    /// TLS for etcd, Redis and PostgreSQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
+    /// Commands the nemesis may run against an external cluster, one per endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultCommands>,
+}
+
+/// TLS material, as file paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    /// CA certificate (PEM) to verify the servers with.
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate and key (PEM), for servers that ask for one.
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+/// Shell commands (run with `sh -c`) that inject a fault on one node and undo it, each list
+/// holding one command per endpoint, in the order of `endpoints`. A fault is available only
+/// with its inverse: `kill` with `start`, `pause` with `resume`, `isolate` with `heal`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultCommands {
+    #[serde(default)]
+    pub kill: Vec<String>,
+    #[serde(default)]
+    pub start: Vec<String>,
+    #[serde(default)]
+    pub pause: Vec<String>,
+    #[serde(default)]
+    pub resume: Vec<String>,
+    #[serde(default)]
+    pub isolate: Vec<String>,
+    #[serde(default)]
+    pub heal: Vec<String>,
 }
 
 impl Section {
@@ -98,9 +135,45 @@ impl Endpoints {
                     crate::util::check_host_port(ep)
                         .map_err(|m| anyhow::anyhow!("endpoints file {}: [{kind}] {m}", path.display()))?;
                 }
+                if let Some(f) = &s.faults {
+                    let n = s.endpoints.len();
+                    for (name, list) in [("kill", &f.kill), ("start", &f.start), ("pause", &f.pause), ("resume", &f.resume), ("isolate", &f.isolate), ("heal", &f.heal)] {
+                        if !list.is_empty() && list.len() != n {
+                            anyhow::bail!("endpoints file {}: [{kind}.faults] {name} has {} command(s) for {n} endpoint(s): give one per endpoint", path.display(), list.len());
+                        }
+                    }
+                    for (a, b) in [("kill", "start"), ("pause", "resume"), ("isolate", "heal")] {
+                        let has = |x: &str| match x {
+                            "kill" => !f.kill.is_empty(),
+                            "start" => !f.start.is_empty(),
+                            "pause" => !f.pause.is_empty(),
+                            "resume" => !f.resume.is_empty(),
+                            "isolate" => !f.isolate.is_empty(),
+                            _ => !f.heal.is_empty(),
+                        };
+                        if has(a) != has(b) {
+                            anyhow::bail!("endpoints file {}: [{kind}.faults] {a} needs {b} (every fault has its inverse)", path.display());
+                        }
+                    }
+                }
             }
         }
         Ok(e)
+    }
+
+    /// Every endpoint is on loopback (127.0.0.0/8, localhost, ::1).
+    pub fn non_loopback(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for k in BackendKind::REAL {
+            for ep in self.get(k).map(|s| s.endpoints.as_slice()).unwrap_or_default() {
+                let host = ep.rsplit_once(':').map(|(h, _)| h).unwrap_or(ep).trim_matches(['[', ']']);
+                let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+                if !loopback {
+                    out.push(format!("[{k}] {ep}"));
+                }
+            }
+        }
+        out
     }
 
     pub fn to_toml(&self) -> String {
@@ -119,6 +192,21 @@ mod tests {
         e.set(BackendKind::Postgres, Section { user: Some("postgres".into()), ..Section::new(vec!["127.0.0.1:3".into()]) });
         let back: Endpoints = toml::from_str(&e.to_toml()).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn fault_commands_need_one_per_endpoint_and_their_inverse() {
+        let dir = std::env::temp_dir().join(format!("dlbench-ep2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("f.toml");
+        std::fs::write(&p, "[redis]\nendpoints = [\"127.0.0.1:1\"]\n[redis.faults]\nkill = [\"true\"]\n").unwrap();
+        let e = Endpoints::load(&p).unwrap_err().to_string();
+        assert!(e.contains("kill needs start"), "{e}");
+        std::fs::write(&p, "[redis]\nendpoints = [\"127.0.0.1:1\"]\n[redis.faults]\nkill = [\"a\", \"b\"]\nstart = [\"c\"]\n").unwrap();
+        let e = Endpoints::load(&p).unwrap_err().to_string();
+        assert!(e.contains("one per endpoint"), "{e}");
+        std::fs::write(&p, "[redis]\nendpoints = [\"10.1.2.3:6379\"]\n").unwrap();
+        assert_eq!(Endpoints::load(&p).unwrap().non_loopback(), vec!["[redis] 10.1.2.3:6379".to_string()]);
     }
 
     #[test]

@@ -14,10 +14,13 @@ use crate::connect::{self, Timeouts};
 use crate::driver::{self, FaultRunner, PhaseOutputs, PhaseResult};
 use crate::history::{self, HistoryWriter};
 use crate::kind::BackendKind;
-use crate::nemesis::{FaultKind, FaultSpec, Nemesis};
+use crate::nemesis::{FaultKind, FaultSpec, Faults, Nemesis};
 use crate::progress::PhaseProgress;
 use crate::results::RunDir;
 use crate::summary::{self, BackendSummary, Summary};
+use crate::endpoints::Endpoints;
+use crate::target::compose::ComposeTarget;
+use crate::target::external::ExternalTarget;
 use crate::target::local::{bins, LocalTarget, TargetOptions};
 use crate::verdict::FencingMode;
 use crate::workload::Workload;
@@ -46,6 +49,103 @@ pub struct RunPlan {
     pub fencing: FencingMode,
     /// Stream the history (and check it at the end).
     pub history: HistoryMode,
+    pub target: TargetChoice,
+}
+
+/// Where the servers are.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum TargetChoice {
+    /// dlbench starts them (the embedded default).
+    Local,
+    /// The services of a docker compose project.
+    Compose { project: String },
+    /// Endpoints named in a file; `allow_remote` permits addresses off this machine.
+    External { endpoints: PathBuf, allow_remote: bool },
+}
+
+impl TargetChoice {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TargetChoice::Local => "local",
+            TargetChoice::Compose { .. } => "compose",
+            TargetChoice::External { .. } => "external",
+        }
+    }
+}
+
+/// A target that is up.
+enum Running {
+    Local(Arc<LocalTarget>),
+    Compose(Arc<ComposeTarget>),
+    External(Arc<ExternalTarget>),
+}
+
+impl Running {
+    fn endpoints(&self) -> Endpoints {
+        match self {
+            Running::Local(t) => t.endpoints().clone(),
+            Running::Compose(t) => t.endpoints().clone(),
+            Running::External(t) => t.endpoints().clone(),
+        }
+    }
+
+    fn faults(&self) -> Arc<dyn Faults> {
+        match self {
+            Running::Local(t) => t.clone(),
+            Running::Compose(t) => t.clone(),
+            Running::External(t) => t.clone(),
+        }
+    }
+
+    async fn versions(&self) -> std::collections::BTreeMap<String, String> {
+        match self {
+            Running::Local(t) => t.versions().await,
+            Running::Compose(t) => crate::target::probe::versions(t.endpoints(), None).await,
+            Running::External(t) => t.versions().await,
+        }
+    }
+}
+
+/// Bring the plan's target up (or find it), for the real backends in `real`.
+async fn bring_up(plan: &RunPlan, dir: &RunDir, real: &[BackendKind]) -> anyhow::Result<Running> {
+    Ok(match &plan.target {
+        TargetChoice::Local => {
+            eprintln!("dlbench: starting local servers for {}", names(real));
+            Running::Local(Arc::new(LocalTarget::start(&dir.path, real, plan.target_options()).await?))
+        }
+        TargetChoice::Compose { project } => {
+            eprintln!("dlbench: using compose project {project} for {}", names(real));
+            Running::Compose(Arc::new(ComposeTarget::discover(project, real).await?))
+        }
+        TargetChoice::External { endpoints, allow_remote } => {
+            let e = Endpoints::load(endpoints)?;
+            let remote = e.non_loopback();
+            if !remote.is_empty() && !allow_remote {
+                anyhow::bail!(
+                    "{} names endpoints off this machine ({}); dlbench only talks to loopback unless you pass --allow-remote",
+                    endpoints.display(),
+                    remote.join(", ")
+                );
+            }
+            Running::External(Arc::new(ExternalTarget::new(e, real)?))
+        }
+    })
+}
+
+/// Every endpoint answers a TCP connection within the connect timeout: an unreachable
+/// server is named at once instead of surfacing as a hang later.
+async fn reachable(e: &Endpoints, kinds: &[BackendKind], within: Duration) -> anyhow::Result<()> {
+    for &k in kinds {
+        for ep in e.get(k).map(|s| s.endpoints.clone()).unwrap_or_default() {
+            match tokio::time::timeout(within, tokio::net::TcpStream::connect(ep.as_str())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => anyhow::bail!("[{k}] {ep} is unreachable: {err}"),
+                Err(_) => anyhow::bail!("[{k}] {ep} did not accept a connection within {}", crate::util::fmt_duration(within)),
+            }
+        }
+    }
+    Ok(())
 }
 
 impl RunPlan {
@@ -90,6 +190,7 @@ impl RunPlan {
             proxies: has(FaultKind::Partition) || has(FaultKind::Isolate) || has(FaultKind::Delay) || has(FaultKind::Failover),
             clock_shim: has(FaultKind::Clock),
             redis_replica: has(FaultKind::Failover),
+            password: None,
         }
     }
 }
@@ -99,8 +200,7 @@ fn capabilities(b: &dyn Backend) -> Option<serde_json::Value> {
 }
 
 /// The faults of one phase: a nemesis over `kind`'s nodes, recording into the history.
-fn fault_runner(target: &Arc<LocalTarget>, kind: BackendKind, w: &Workload, plan: &RunPlan, history: Option<HistoryWriter>) -> FaultRunner {
-    let target = target.clone();
+fn fault_runner(target: Arc<dyn Faults>, kind: BackendKind, w: &Workload, plan: &RunPlan, history: Option<HistoryWriter>) -> FaultRunner {
     let schedule = plan.nemesis.clone();
     let interval = plan.nemesis_interval;
     let workload = w.name.clone();
@@ -119,10 +219,12 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     plan.validate()?;
     let real: Vec<BackendKind> = plan.backends.iter().copied().filter(|k| *k != BackendKind::Memory).collect();
     // Fail before creating anything when a server binary is missing.
-    bins::find(&real)?;
+    if matches!(plan.target, TargetChoice::Local) {
+        bins::find(&real)?;
+    }
     let dir = RunDir::create(&plan.out, "")?;
     dir.write_json("plan.json", &plan)?;
-    let mut summary = Summary::begin(&dir.id, "local", plan.fencing, plan.nemesis.iter().map(|f| f.to_string()).collect());
+    let mut summary = Summary::begin(&dir.id, plan.target.name(), plan.fencing, plan.nemesis.iter().map(|f| f.to_string()).collect());
     summary.command = plan.command.clone();
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: run {} -> {}", dir.id, dir.path.display());
@@ -135,36 +237,48 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     let target = if real.is_empty() {
         None
     } else {
-        eprintln!("dlbench: starting local servers for {}", names(&real));
         let t = tokio::select! {
-            t = LocalTarget::start(&dir.path, &real, plan.target_options()) => t?,
+            t = bring_up(&plan, &dir, &real) => t?,
             _ = cancel.cancelled() => {
                 eprintln!("dlbench: interrupted while starting servers");
                 return Ok(130);
             }
         };
-        Some(Arc::new(t))
+        Some(t)
     };
+    let endpoints = target.as_ref().map(|t| t.endpoints()).unwrap_or_default();
     if let Some(t) = &target {
+        reachable(&endpoints, &real, plan.timeouts.connect).await?;
         summary.versions = t.versions().await;
         dir.write_json("summary.json", &summary)?;
+        if !plan.nemesis.is_empty() {
+            let (can, cannot) = crate::nemesis::capabilities(&*t.faults(), &real);
+            eprintln!("dlbench: on this {} target the nemesis can inject: {}", plan.target.name(), if can.is_empty() { "nothing".into() } else { can.join(", ") });
+            if !cannot.is_empty() {
+                eprintln!("dlbench: it cannot inject: {}", cannot.join("; "));
+            }
+            for f in &plan.nemesis {
+                if real.iter().all(|k| t.faults().cannot(*k, f.kind).is_some()) {
+                    anyhow::bail!("--nemesis {f}: {}", t.faults().cannot(real[0], f.kind).unwrap_or_default());
+                }
+            }
+        }
     }
     let memory = dlbench_memory::MemoryBackend::new();
-    let endpoints = target.as_ref().map(|t| t.endpoints().clone()).unwrap_or_default();
-
+    // Connect everything before any load: a wrong password or a dead server stops the run
+    // at once with one line, rather than after the other backends ran.
+    let mut backends: Vec<(BackendKind, Arc<dyn Backend>)> = Vec::new();
     for &kind in &plan.backends {
+        let b = connect::connect(kind, &endpoints, plan.timeouts, Some(&memory))
+            .await
+            .map_err(|e| anyhow::anyhow!("{kind}: cannot connect: {e}"))?;
+        backends.push((kind, b));
+    }
+
+    for (kind, backend) in backends {
         if cancel.is_cancelled() {
             break;
         }
-        let backend = match connect::connect(kind, &endpoints, plan.timeouts, Some(&memory)).await {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("dlbench: {kind}: cannot connect: {e}");
-                summary.backends.push(BackendSummary::failed(kind.name(), e.to_string()));
-                dir.write_json("summary.json", &summary)?;
-                continue;
-            }
-        };
         let mut phases: Vec<PhaseResult> = Vec::new();
         for w in &plan.phases {
             if cancel.is_cancelled() {
@@ -174,7 +288,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             let label = format!("{kind} {}", w.name);
             let (progress, on_tick) = PhaseProgress::start(&label, w.warmup + w.duration);
             let faults = match (&target, plan.nemesis.is_empty()) {
-                (Some(t), false) => Some(fault_runner(t, kind, w, &plan, history.clone())),
+                (Some(t), false) => Some(fault_runner(t.faults(), kind, w, &plan, history.clone())),
                 _ => None,
             };
             // A sweep runs one workload at several client counts: keep their logs apart.

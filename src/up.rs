@@ -14,6 +14,7 @@ pub async fn up(
     endpoints: Option<PathBuf>,
     out: PathBuf,
     options: TargetOptions,
+    password_env: Option<String>,
     cancel: CancellationToken,
 ) -> anyhow::Result<i32> {
     let real: Vec<BackendKind> = backends.into_iter().filter(|k| *k != BackendKind::Memory).collect();
@@ -24,7 +25,20 @@ pub async fn up(
         t = LocalTarget::start(&dir.path, &real, options) => t?,
         _ = cancel.cancelled() => return Ok(130),
     };
-    let toml = target.endpoints().to_toml();
+    let mut eps = target.endpoints().clone();
+    if let Some(var) = &password_env {
+        // The file names where the password is, never the password.
+        for k in [BackendKind::Redis, BackendKind::Redlock, BackendKind::Postgres, BackendKind::Etcd] {
+            if let Some(mut s) = eps.get(k).cloned() {
+                s.password_env = Some(var.clone());
+                if k == BackendKind::Etcd {
+                    s.user = Some("root".into());
+                }
+                eps.set(k, s);
+            }
+        }
+    }
+    let toml = eps.to_toml();
     if let Some(p) = &endpoints {
         write_atomic(p, toml.as_bytes()).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
         eprintln!("dlbench up: endpoints written to {}", p.display());

@@ -19,6 +19,7 @@
 //! written `kill:leader`.
 
 pub mod clock;
+mod faults;
 pub mod net;
 pub mod procnet;
 
@@ -31,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::{HistoryWriter, Record};
 use crate::kind::BackendKind;
-use crate::target::local::{LocalTarget, Node, TargetError};
+pub use faults::{capabilities, Faults, NodeRef};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -130,14 +131,14 @@ pub struct NemesisEvent {
 /// A fault in force and how to undo it.
 pub struct ActiveFault {
     pub spec: FaultSpec,
-    pub nodes: Vec<Arc<Node>>,
+    pub nodes: Vec<NodeRef>,
     /// For a failover: (old primary, new primary).
-    failover: Option<(Arc<Node>, Arc<Node>)>,
+    failover: Option<(NodeRef, NodeRef)>,
 }
 
-/// Applies faults to one backend's nodes, recording each.
+/// Applies faults to one backend's nodes through a target's [`Faults`], recording each.
 pub struct Nemesis {
-    pub target: Arc<LocalTarget>,
+    pub target: Arc<dyn Faults>,
     pub backend: BackendKind,
     workload: String,
     epoch: Instant,
@@ -150,7 +151,7 @@ pub const CLOCK_JUMP_MS: i64 = 30_000;
 pub const DELAY: Duration = Duration::from_millis(100);
 
 impl Nemesis {
-    pub fn new(target: Arc<LocalTarget>, backend: BackendKind, workload: &str, epoch: Instant, history: Option<HistoryWriter>) -> Self {
+    pub fn new(target: Arc<dyn Faults>, backend: BackendKind, workload: &str, epoch: Instant, history: Option<HistoryWriter>) -> Self {
         Nemesis { target, backend, workload: workload.into(), epoch, history, events: Mutex::default() }
     }
 
@@ -158,7 +159,7 @@ impl Nemesis {
         self.events.lock().unwrap().clone()
     }
 
-    fn record(&self, f: &str, phase: &str, nodes: &[Arc<Node>], detail: String) {
+    fn record(&self, f: &str, phase: &str, nodes: &[NodeRef], detail: String) {
         let ns = self.epoch.elapsed().as_nanos() as u64;
         let targets: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
         tracing::info!("nemesis {f} {phase} {targets:?} {detail}");
@@ -176,13 +177,8 @@ impl Nemesis {
         });
     }
 
-    /// The backend's client-facing nodes (a replica is reached only through failover).
-    fn cluster(&self) -> Vec<Arc<Node>> {
-        self.target.nodes_of(self.backend).into_iter().filter(|n| !n.replica).collect()
-    }
-
-    async fn pick(&self, t: Targeting) -> Vec<Arc<Node>> {
-        let mut nodes = self.cluster();
+    async fn pick(&self, t: Targeting) -> Vec<NodeRef> {
+        let mut nodes = self.target.nodes(self.backend);
         nodes.shuffle(&mut rand::rng());
         let n = nodes.len();
         match t {
@@ -195,113 +191,83 @@ impl Nemesis {
                 nodes.into_iter().filter(|n| Some(n.index) != leader).take(1).collect()
             }
             Targeting::Random => nodes.into_iter().take(1).collect(),
-            Targeting::Minority => nodes.into_iter().take(((n - 1) / 2).max(1)).collect(),
+            Targeting::Minority => nodes.into_iter().take(((n.max(1) - 1) / 2).max(1)).collect(),
             Targeting::Majority => nodes.into_iter().take(n / 2 + 1).collect(),
             Targeting::All => nodes,
         }
     }
 
-    /// Start a fault. Faults that make no sense for this backend say so in the error.
+    /// Start a fault. Faults the target cannot inject on this backend say so in the error.
     pub async fn start(&self, spec: FaultSpec) -> Result<ActiveFault, String> {
-        let all = self.cluster();
+        if let Some(why) = self.target.cannot(self.backend, spec.kind) {
+            return Err(why);
+        }
+        let all = self.target.nodes(self.backend);
         let mut fault = ActiveFault { spec, nodes: Vec::new(), failover: None };
         let name = spec.to_string();
+        let mut detail = String::new();
         match spec.kind {
             FaultKind::Kill | FaultKind::Pause => {
                 fault.nodes = self.pick(spec.target).await;
                 for n in &fault.nodes {
                     if spec.kind == FaultKind::Kill {
-                        n.kill();
+                        self.target.kill(n).await?;
                     } else {
-                        n.pause();
+                        self.target.pause(n).await?;
                     }
                 }
-                self.record(&name, "start", &fault.nodes, String::new());
             }
-            FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay => {
-                let net = self.target.net().ok_or("network faults need the target started with proxies")?;
+            FaultKind::Partition | FaultKind::Isolate => {
                 fault.nodes = self.pick(spec.target).await;
-                let idx: Vec<usize> = fault.nodes.iter().map(|n| n.index).collect();
-                let rest: Vec<usize> = all.iter().map(|n| n.index).filter(|i| !idx.contains(i)).collect();
-                match spec.kind {
-                    FaultKind::Partition => net.split(&idx, &rest),
-                    FaultKind::Isolate => {
-                        for &i in &idx {
-                            net.isolate(i, &rest);
-                        }
-                    }
-                    _ => {
-                        for &i in &idx {
-                            net.slow(i, DELAY);
-                        }
-                    }
-                }
-                let detail = if spec.kind == FaultKind::Delay { format!("{} ms", DELAY.as_millis()) } else { String::new() };
-                self.record(&name, "start", &fault.nodes, detail);
+                let rest: Vec<NodeRef> = all.into_iter().filter(|n| !fault.nodes.contains(n)).collect();
+                self.target.cut(&fault.nodes, &rest, spec.kind == FaultKind::Isolate).await?;
+            }
+            FaultKind::Delay => {
+                fault.nodes = self.pick(spec.target).await;
+                self.target.slow(&fault.nodes, DELAY).await?;
+                detail = format!("{} ms", DELAY.as_millis());
             }
             FaultKind::Clock => {
-                fault.nodes = self.pick(spec.target).await.into_iter().filter(|n| n.clock_file.is_some()).collect();
-                if fault.nodes.is_empty() {
-                    return Err(format!("no {} node runs under the clock shim", self.backend));
-                }
+                fault.nodes = self.pick(spec.target).await;
                 for n in &fault.nodes {
-                    clock::set_offset(n.clock_file.as_ref().unwrap(), CLOCK_JUMP_MS).map_err(|e| e.to_string())?;
+                    self.target.shift_clock(n, CLOCK_JUMP_MS).await?;
                 }
-                self.record(&name, "start", &fault.nodes, format!("+{} ms", CLOCK_JUMP_MS));
+                detail = format!("+{CLOCK_JUMP_MS} ms");
             }
             FaultKind::Failover => {
-                let nodes = self.target.nodes_of(self.backend);
-                let replica = nodes.iter().find(|n| n.replica).cloned().ok_or_else(|| format!("{} has no replica to fail over to", self.backend))?;
-                let primary = nodes.iter().find(|n| !n.replica).cloned().ok_or("no primary")?;
-                self.failover(&primary, &replica).await?;
-                fault.nodes = vec![primary.clone()];
-                fault.failover = Some((primary, replica.clone()));
-                self.record(&name, "start", &fault.nodes, format!("promoted {}", replica.name));
+                let (old, new) = self.target.failover(self.backend).await?;
+                detail = format!("promoted {}", new.name);
+                fault.nodes = vec![old.clone()];
+                fault.failover = Some((old, new));
             }
         }
+        self.record(&name, "start", &fault.nodes, detail);
         Ok(fault)
     }
 
-    /// Kill the primary, promote the replica, and point the primary's clients at it.
-    async fn failover(&self, primary: &Node, replica: &Node) -> Result<(), String> {
-        primary.kill();
-        crate::target::local::redis_command(&replica.real_addr, "REPLICAOF NO ONE").await?;
-        self.target.retarget(primary.index, replica);
-        Ok(())
-    }
-
     /// Undo a fault.
-    pub async fn end(&self, fault: ActiveFault) -> Result<(), TargetError> {
+    pub async fn end(&self, fault: ActiveFault) -> Result<(), String> {
         let name = fault.spec.to_string();
         match fault.spec.kind {
             FaultKind::Kill => {
                 for n in &fault.nodes {
-                    n.start()?;
+                    self.target.start(n).await?;
                 }
             }
             FaultKind::Pause => {
                 for n in &fault.nodes {
-                    n.resume();
+                    self.target.resume(n).await?;
                 }
             }
-            FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay => {
-                if let Some(net) = self.target.net() {
-                    net.heal();
-                }
-            }
+            FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay => self.target.heal_network().await?,
             FaultKind::Clock => {
                 for n in &fault.nodes {
-                    if let Some(f) = &n.clock_file {
-                        clock::set_offset(f, 0).map_err(|e| TargetError::Setup(e.to_string()))?;
-                    }
+                    self.target.shift_clock(n, 0).await?;
                 }
             }
             FaultKind::Failover => {
                 if let Some((old, new)) = &fault.failover {
-                    // The old primary comes back empty, as a replica of the new one.
-                    old.start()?;
-                    let (h, p) = new.real_addr.rsplit_once(':').unwrap();
-                    let _ = crate::target::local::redis_command(&old.real_addr, &format!("REPLICAOF {h} {p}")).await;
+                    self.target.undo_failover(old, new).await?;
                 }
             }
         }
@@ -309,29 +275,14 @@ impl Nemesis {
         Ok(())
     }
 
-    /// Put everything of this backend back: nodes running and resumed, links open, clocks
-    /// back; then wait until the cluster is healthy.
-    pub async fn heal_all(&self) -> Result<(), TargetError> {
-        for n in self.target.nodes_of(self.backend) {
-            if n.is_paused() {
-                n.resume();
-            }
-            if !n.is_running() {
-                n.start()?;
-            }
-            if let Some(f) = &n.clock_file {
-                let _ = clock::set_offset(f, 0);
-            }
-        }
-        if let Some(net) = self.target.net() {
-            net.heal();
-        }
-        self.target.wait_healthy(self.backend).await
+    /// Put everything of this backend back and wait until the cluster is healthy.
+    pub async fn heal_all(&self) -> Result<(), String> {
+        self.target.heal_all(self.backend).await
     }
 
     /// Run `schedule` round-robin until `stop`: every `interval`, start the next fault and
     /// end it half an interval later. Ends healed.
-    pub async fn run(&self, schedule: &[FaultSpec], interval: Duration, stop: tokio_util::sync::CancellationToken) -> Result<(), TargetError> {
+    pub async fn run(&self, schedule: &[FaultSpec], interval: Duration, stop: tokio_util::sync::CancellationToken) -> Result<(), String> {
         let mut i = 0;
         let quiet = interval / 2;
         loop {
@@ -349,12 +300,10 @@ impl Nemesis {
                     continue;
                 }
             };
-            let started = Instant::now();
             tokio::select! {
                 _ = tokio::time::sleep(interval - quiet) => {}
                 _ = stop.cancelled() => {}
             }
-            let _ = started;
             self.end(fault).await?;
             if stop.is_cancelled() {
                 break;

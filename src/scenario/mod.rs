@@ -149,7 +149,7 @@ fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&Avail
 
 /// The target options the chosen entries need.
 pub fn target_options(ids: &[&str]) -> TargetOptions {
-    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5") }
+    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5"), password: None }
 }
 
 /// S8-S10: the hot-key load with faults from a nemesis.
@@ -176,7 +176,7 @@ async fn with_nemesis(
     let runner: driver::FaultRunner = Box::new(move |epoch, stop| {
         Box::pin(async move {
             let n = Nemesis::new(target, kind, &name, epoch, Some(history));
-            n.run(&[spec], Duration::from_secs(8), stop).await?;
+            n.run(&[spec], Duration::from_secs(8), stop).await.map_err(anyhow::Error::msg)?;
             Ok(n.events())
         })
     });
@@ -276,7 +276,7 @@ pub async fn run_entry(
     }
     // Every entry ends healed: nodes running and resumed, links open, clocks back, healthy.
     let nem = Nemesis::new(target.clone(), kind, id, std::time::Instant::now(), None);
-    nem.heal_all().await?;
+    nem.heal_all().await.map_err(anyhow::Error::msg)?;
     Ok(EntryResult { capabilities: ctx.backend.capabilities(), phases, observed })
 }
 

@@ -386,7 +386,7 @@ pub async fn failover(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
     let _ = holder.release(lease).await;
     net.heal();
     events.push(event(&ctx.history, epoch, "partition", "end", &[&replica.name, &primary.name]));
-    nem.end(fault).await?;
+    nem.end(fault).await.map_err(anyhow::Error::msg)?;
     events.extend(nem.events());
     holder.client.close().await;
     next.client.close().await;

@@ -1,3 +1,13 @@
-//! Targets: where the servers run. `local` (dlbench starts them) is the embedded default.
+//! Targets: where the servers run.
+//!
+//! - [`local`], the embedded default: dlbench starts real server processes itself.
+//! - [`compose`]: the services of `docker-compose.yml`, found through Docker.
+//! - [`external`]: endpoints the user names in a TOML file.
+//!
+//! Each offers the same things to a run: endpoints for the clients, and [`crate::nemesis::Faults`]
+//! for the nemesis.
 
+pub mod compose;
+pub mod external;
 pub mod local;
+pub mod probe;

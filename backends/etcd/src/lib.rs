@@ -151,7 +151,8 @@ fn is_definite(e: &etcd_client::Error) -> bool {
 fn definite(e: etcd_client::Error, config: &EtcdConfig) -> LockError {
     match &e {
         etcd_client::Error::GRpcStatus(s)
-            if matches!(s.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) =>
+            if matches!(s.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
+                || s.message().contains("authentication failed") =>
         {
             LockError::Config(format!("etcd at {}: {}", config.endpoints.join(","), s.message()))
         }

@@ -57,16 +57,31 @@ pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<No
         .collect()
 }
 
+/// A client of one member; as `root` when the cluster has auth on.
+async fn client(ep: &str, password: Option<&str>) -> Result<etcd_client::Client, String> {
+    let mut opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(1))
+        .with_timeout(Duration::from_secs(2));
+    if let Some(pw) = password {
+        opts = opts.with_user("root", pw);
+    }
+    etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|e| format!("{ep}: {e}"))
+}
+
+/// Turn auth on: a `root` user with `password`, holding the root role.
+pub async fn enable_auth(ep: &str, password: &str) -> Result<(), String> {
+    let mut c = client(ep, None).await?;
+    c.user_add("root", password, None).await.map_err(|e| format!("{ep}: add user root: {e}"))?;
+    c.user_grant_role("root", "root").await.map_err(|e| format!("{ep}: grant root: {e}"))?;
+    c.auth_enable().await.map_err(|e| format!("{ep}: enable auth: {e}"))?;
+    Ok(())
+}
+
 /// Healthy when every member answers `status` and all name the same leader.
-pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(), String> {
     let mut leaders = Vec::new();
     for ep in endpoints {
-        let opts = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(1))
-            .with_timeout(Duration::from_secs(2));
-        let mut c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts))
-            .await
-            .map_err(|e| format!("{ep}: {e}"))?;
+        let mut c = client(ep, password).await?;
         let st = c.status().await.map_err(|e| format!("{ep}: {e}"))?;
         if st.leader() == 0 {
             return Err(format!("{ep}: no leader yet"));
@@ -81,20 +96,14 @@ pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
     }
 }
 
-pub async fn version(ep: &str) -> Result<String, String> {
-    let opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(1))
-        .with_timeout(Duration::from_secs(2));
-    let mut c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|e| e.to_string())?;
+pub async fn version(ep: &str, password: Option<&str>) -> Result<String, String> {
+    let mut c = client(ep, password).await?;
     Ok(c.status().await.map_err(|e| e.to_string())?.version().to_string())
 }
 
 /// The name of the member that leads, as `ep` sees it.
-pub async fn leader_name(ep: &str) -> Result<String, String> {
-    let opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(1))
-        .with_timeout(Duration::from_secs(2));
-    let mut c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|e| e.to_string())?;
+pub async fn leader_name(ep: &str, password: Option<&str>) -> Result<String, String> {
+    let mut c = client(ep, password).await?;
     let leader = c.status().await.map_err(|e| e.to_string())?.leader();
     if leader == 0 {
         return Err("no leader".into());

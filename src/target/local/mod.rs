@@ -8,12 +8,13 @@
 //! nemesis's proxies, Redlock nodes run under the clock shim, and Redis gets a replica.
 
 pub mod bins;
-mod etcd;
-mod postgres;
+pub(crate) mod etcd;
+mod faults;
+pub(crate) mod postgres;
 pub mod ports;
 pub mod process;
-mod redis;
-mod zookeeper;
+pub(crate) mod redis;
+pub(crate) mod zookeeper;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -42,7 +43,7 @@ pub enum TargetError {
 }
 
 /// What the target needs beyond plain servers, for faults.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TargetOptions {
     /// Route client traffic, and etcd and ZooKeeper peer traffic, through fault-injecting
     /// proxies (partitions, delays, failover).
@@ -51,6 +52,10 @@ pub struct TargetOptions {
     pub clock_shim: bool,
     /// Start a replica of the single Redis primary (failover).
     pub redis_replica: bool,
+    /// Require this password: Redis (`requirepass`), PostgreSQL's `postgres` user, etcd's
+    /// `root` user with auth on. Never written to results.
+    #[serde(skip)]
+    pub password: Option<String>,
 }
 
 /// A node before it is started.
@@ -164,6 +169,7 @@ pub struct LocalTarget {
     net: Option<Arc<Net>>,
     /// Where each node's shared client proxy forwards (changed by a failover).
     client_backends: Vec<Option<Arc<Mutex<SocketAddr>>>>,
+    password: Option<String>,
     stopped: bool,
 }
 
@@ -201,6 +207,7 @@ impl LocalTarget {
 
         // (backend, plan, replica, peer proxies: (front port, real port))
         let mut planned: Vec<(BackendKind, NodePlan, bool, Vec<(u16, u16)>)> = Vec::new();
+        let pw = options.password.as_deref();
         for &k in backends {
             let mut claim = |n: usize| ports.claim_n(n).map_err(|e| TargetError::Setup(e.to_string()));
             match k {
@@ -238,26 +245,27 @@ impl LocalTarget {
                 BackendKind::Redis => {
                     let p = claim(2)?;
                     let bin = bins.redis_server.as_ref().unwrap();
-                    planned.push((k, redis::spec(bin, &dir, "redis-1", p[0], None, None).map_err(io)?, false, vec![]));
+                    planned.push((k, redis::spec(bin, &dir, "redis-1", p[0], None, None, pw).map_err(io)?, false, vec![]));
                     if options.redis_replica {
                         // Replicates through the primary's client proxy when there is one,
                         // so a partition can cut replication.
                         let primary = format!("127.0.0.1:{}", p[0]);
-                        planned.push((k, redis::spec(bin, &dir, "redis-2", p[1], Some(&primary), None).map_err(io)?, true, vec![]));
+                        planned.push((k, redis::spec(bin, &dir, "redis-2", p[1], Some(&primary), None, pw).map_err(io)?, true, vec![]));
                     }
                 }
                 BackendKind::Redlock => {
                     let p = claim(5)?;
                     for (i, port) in p.iter().enumerate() {
-                        let plan = redis::spec(bins.redis_server.as_ref().unwrap(), &dir, &format!("redlock-{}", i + 1), *port, None, shim.as_deref())
-                            .map_err(io)?;
+                        let name = format!("redlock-{}", i + 1);
+                        let plan = redis::spec(bins.redis_server.as_ref().unwrap(), &dir, &name, *port, None, shim.as_deref(), pw).map_err(io)?;
                         planned.push((k, plan, false, vec![]));
                     }
                 }
                 BackendKind::Postgres => {
                     let p = claim(1)?;
                     let (initdb, pg, d) = (bins.initdb.clone().unwrap(), bins.postgres.clone().unwrap(), dir.clone());
-                    let plan = tokio::task::spawn_blocking(move || postgres::prepare(&initdb, &pg, &d, p[0]))
+                    let pw = options.password.clone();
+                    let plan = tokio::task::spawn_blocking(move || postgres::prepare(&initdb, &pg, &d, p[0], pw.as_deref()))
                         .await
                         .map_err(|e| TargetError::Setup(e.to_string()))?
                         .map_err(TargetError::Setup)?;
@@ -316,20 +324,31 @@ impl LocalTarget {
 
         let mut target = LocalTarget {
             dir,
-            options,
             nodes,
             endpoints: Endpoints::default(),
             ports: Mutex::new(ports),
             net,
             client_backends,
+            password: options.password.clone(),
+            options,
             stopped: false,
         };
         for n in &target.nodes {
             n.start()?; // on error, Drop stops what already started
         }
         let kinds: Vec<BackendKind> = backends.iter().copied().filter(|k| *k != BackendKind::Memory).collect();
-        for r in futures::future::join_all(kinds.iter().map(|k| target.wait_healthy(*k))).await {
+        // etcd's auth is switched on once the cluster runs; until then it answers without.
+        let pw = target.password.clone();
+        let checks = kinds.iter().map(|&k| {
+            let nodes = target.nodes_of(k);
+            let pw = if k == BackendKind::Etcd { None } else { pw.clone() };
+            async move { wait_healthy(k, &nodes, pw.as_deref()).await }
+        });
+        for r in futures::future::join_all(checks).await {
             r?;
+        }
+        if let (Some(pw), Some(n)) = (&pw, target.nodes.iter().find(|n| n.backend == BackendKind::Etcd)) {
+            etcd::enable_auth(&n.real_addr, pw).await.map_err(|e| TargetError::Unhealthy { backend: BackendKind::Etcd, detail: e })?;
         }
         for k in kinds {
             target.endpoints.set(k, target.section(k, |n| n.client_addr.clone()));
@@ -360,6 +379,11 @@ impl LocalTarget {
             }
         }
         e
+    }
+
+    /// The password the servers require, if they were started with one.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
     }
 
     pub fn net(&self) -> Option<&Arc<Net>> {
@@ -408,16 +432,16 @@ impl LocalTarget {
     /// Wait until `kind`'s running cluster is healthy.
     pub async fn wait_healthy(&self, kind: BackendKind) -> Result<(), TargetError> {
         let nodes = self.nodes_of(kind);
-        wait_healthy(kind, &nodes).await
+        wait_healthy(kind, &nodes, self.password.as_deref()).await
     }
 
     /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper), if any answers.
-    pub async fn leader(&self, kind: BackendKind) -> Option<Arc<Node>> {
+    pub async fn leader_node(&self, kind: BackendKind) -> Option<Arc<Node>> {
         let nodes: Vec<Arc<Node>> = self.nodes_of(kind).into_iter().filter(|n| n.is_running() && !n.is_paused()).collect();
         match kind {
             BackendKind::Etcd => {
                 for n in &nodes {
-                    if let Ok(name) = etcd::leader_name(&n.real_addr).await {
+                    if let Ok(name) = etcd::leader_name(&n.real_addr, self.password.as_deref()).await {
                         return self.nodes.iter().find(|x| x.name == name).cloned();
                     }
                 }
@@ -437,20 +461,7 @@ impl LocalTarget {
 
     /// Each server's version, as the server reports it.
     pub async fn versions(&self) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
-        for k in BackendKind::REAL {
-            let Some(node) = self.nodes.iter().find(|n| n.backend == k) else { continue };
-            let ep = node.real_addr.as_str();
-            let v = match k {
-                BackendKind::Etcd => etcd::version(ep).await,
-                BackendKind::Zookeeper => zookeeper::version(ep).await,
-                BackendKind::Redis | BackendKind::Redlock => redis::version(ep).await,
-                BackendKind::Postgres => postgres::version(ep).await,
-                BackendKind::Memory => continue,
-            };
-            out.insert(k.name().to_string(), v.unwrap_or_else(|e| format!("unknown ({e})")));
-        }
-        out
+        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref()).await
     }
 
     /// Stop every server, then remove their data (logs stay).
@@ -480,15 +491,15 @@ impl Drop for LocalTarget {
 }
 
 /// Send one command to a Redis server (admin actions of the nemesis).
-pub async fn redis_command(ep: &str, cmd: &str) -> Result<String, String> {
-    let reply = redis::command(ep, cmd).await?;
+pub async fn redis_command(ep: &str, cmd: &str, password: Option<&str>) -> Result<String, String> {
+    let reply = redis::command_auth(ep, cmd, password).await?;
     if reply.starts_with('-') {
         return Err(format!("{ep}: {cmd}: {}", reply.trim()));
     }
     Ok(reply)
 }
 
-async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>]) -> Result<(), TargetError> {
+async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&str>) -> Result<(), TargetError> {
     let eps: Vec<String> = nodes.iter().filter(|n| !n.replica).map(|n| n.real_addr.clone()).collect();
     let started = Instant::now();
     loop {
@@ -500,16 +511,10 @@ async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>]) -> Result<(), Targ
                 });
             }
         }
-        let mut r = match kind {
-            BackendKind::Etcd => etcd::healthy(&eps).await,
-            BackendKind::Zookeeper => zookeeper::healthy(&eps).await,
-            BackendKind::Redis | BackendKind::Redlock => redis::healthy(&eps).await,
-            BackendKind::Postgres => postgres::healthy(&eps).await,
-            BackendKind::Memory => Ok(()),
-        };
+        let mut r = crate::target::probe::healthy(kind, &eps, password).await;
         for n in nodes.iter().filter(|n| n.replica) {
             if r.is_ok() {
-                r = redis::replica_linked(&n.real_addr).await;
+                r = redis::replica_linked(&n.real_addr, password).await;
             }
         }
         let last = match r {

@@ -35,8 +35,9 @@ fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Run initdb (synchronously) and return the server's spec.
-pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16) -> Result<NodePlan, String> {
+/// Run initdb (synchronously) and return the server's spec. With a password, the
+/// `postgres` user needs it (SCRAM); without, loopback connections are trusted.
+pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16, password: Option<&str>) -> Result<NodePlan, String> {
     let home = dir.join("postgres-1");
     let data = home.join("data");
     std::fs::create_dir_all(&home).map_err(|e| format!("create {}: {e}", home.display()))?;
@@ -44,16 +45,28 @@ pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16) -> Result<
     if let Some((uid, gid)) = user {
         chown_tree(&home, uid, gid).map_err(|e| format!("chown {}: {e}", home.display()))?;
     }
+    let pwfile = home.join("initdb-password");
     let mut cmd = Command::new(initdb);
-    cmd.args(["-D"])
-        .arg(&data)
-        .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
-        .env("LC_ALL", "C");
+    cmd.args(["-D"]).arg(&data).args(["-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"]).env("LC_ALL", "C");
+    match password {
+        Some(pw) => {
+            super::redis::write_private(&pwfile, &format!("{pw}\n")).map_err(|e| format!("write {}: {e}", pwfile.display()))?;
+            if let Some((uid, gid)) = user {
+                let _ = std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid));
+            }
+            cmd.arg("--auth=scram-sha-256").arg(format!("--pwfile={}", pwfile.display()));
+        }
+        None => {
+            cmd.arg("--auth=trust");
+        }
+    }
     if let Some((uid, gid)) = user {
         use std::os::unix::process::CommandExt;
         cmd.uid(uid).gid(gid);
     }
-    let out = cmd.output().map_err(|e| format!("run {}: {e}", initdb.display()))?;
+    let out = cmd.output().map_err(|e| format!("run {}: {e}", initdb.display()));
+    let _ = std::fs::remove_file(&pwfile);
+    let out = out?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim();
@@ -83,20 +96,24 @@ pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16) -> Result<
     Ok(NodePlan { spec, client_addr: format!("127.0.0.1:{port}"), data, clock_file: None })
 }
 
-fn options(ep: &str) -> sqlx::postgres::PgConnectOptions {
+fn options(ep: &str, password: Option<&str>) -> sqlx::postgres::PgConnectOptions {
     let (host, port) = ep.rsplit_once(':').unwrap_or((ep, "5432"));
-    sqlx::postgres::PgConnectOptions::new()
+    let o = sqlx::postgres::PgConnectOptions::new()
         .host(host)
         .port(port.parse().unwrap_or(5432))
         .username("postgres")
-        .database("postgres")
+        .database("postgres");
+    match password {
+        Some(pw) => o.password(pw),
+        None => o,
+    }
 }
 
-pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(), String> {
     use sqlx::ConnectOptions;
     for ep in endpoints {
         let fut = async {
-            let mut c = options(ep).connect().await.map_err(|e| format!("{ep}: {e}"))?;
+            let mut c = options(ep, password).connect().await.map_err(|e| format!("{ep}: {e}"))?;
             sqlx::query("SELECT 1").execute(&mut c).await.map_err(|e| format!("{ep}: {e}"))?;
             Ok::<_, String>(())
         };
@@ -105,8 +122,8 @@ pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn version(ep: &str) -> Result<String, String> {
+pub async fn version(ep: &str, password: Option<&str>) -> Result<String, String> {
     use sqlx::ConnectOptions;
-    let mut c = options(ep).connect().await.map_err(|e| e.to_string())?;
+    let mut c = options(ep, password).connect().await.map_err(|e| e.to_string())?;
     sqlx::query_scalar::<_, String>("SHOW server_version").fetch_one(&mut c).await.map_err(|e| e.to_string())
 }

@@ -11,11 +11,27 @@ use super::NodePlan;
 /// No persistence: these are lock servers, and a restart that loses keys is exactly the
 /// Redlock hazard scenario S4 is about.
 /// `replica_of`: the primary's address, for a replica. `shim`: run under the clock shim.
-pub fn spec(bin: &Path, dir: &Path, name: &str, port: u16, replica_of: Option<&str>, shim: Option<&Path>) -> std::io::Result<NodePlan> {
+/// `password`: require it (written to a private config file, never on the command line).
+pub fn spec(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    port: u16,
+    replica_of: Option<&str>,
+    shim: Option<&Path>,
+    password: Option<&str>,
+) -> std::io::Result<NodePlan> {
     let home = dir.join(name);
     let data = home.join("data");
     std::fs::create_dir_all(&data)?;
-    let mut spec = Spec::new(name, bin, home.join("log")).args([
+    let mut spec = Spec::new(name, bin, home.join("log"));
+    if let Some(pw) = password {
+        // The config file must come first on redis-server's command line.
+        let conf = home.join("auth.conf");
+        write_private(&conf, &format!("requirepass \"{pw}\"\nmasterauth \"{pw}\"\n"))?;
+        spec = spec.arg(conf);
+    }
+    let mut spec = spec.args([
         "--port".to_string(),
         port.to_string(),
         "--bind".into(),
@@ -45,43 +61,59 @@ pub fn spec(bin: &Path, dir: &Path, name: &str, port: u16, replica_of: Option<&s
     Ok(NodePlan { spec, client_addr: format!("127.0.0.1:{port}"), data, clock_file })
 }
 
-pub async fn ping(ep: &str) -> Result<(), String> {
+/// Write a file only its owner can read (secrets).
+pub(crate) fn write_private(p: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(p)?;
+    f.write_all(text.as_bytes())
+}
+
+/// Read one RESP reply (enough of it for status, error and bulk replies).
+async fn reply(s: &mut tokio::net::TcpStream) -> std::io::Result<String> {
+    let mut buf = vec![0u8; 16384];
+    let n = s.read(&mut buf).await?;
+    Ok(String::from_utf8_lossy(&buf[..n]).to_string())
+}
+
+/// Send one command (inline protocol), authenticating first when a password is given,
+/// and return the raw reply. The password never appears in an error.
+pub async fn command_auth(ep: &str, cmd: &str, password: Option<&str>) -> Result<String, String> {
     let fut = async {
         let mut s = tokio::net::TcpStream::connect(ep).await.map_err(|e| format!("{ep}: {e}"))?;
-        s.write_all(b"PING\r\n").await.map_err(|e| format!("{ep}: {e}"))?;
-        let mut buf = [0u8; 64];
-        let n = s.read(&mut buf).await.map_err(|e| format!("{ep}: {e}"))?;
-        if buf[..n].starts_with(b"+PONG") {
-            Ok(())
-        } else {
-            Err(format!("{ep}: {}", String::from_utf8_lossy(&buf[..n]).trim()))
+        if let Some(pw) = password {
+            let auth = format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{pw}\r\n", pw.len());
+            s.write_all(auth.as_bytes()).await.map_err(|e| format!("{ep}: {e}"))?;
+            let r = reply(&mut s).await.map_err(|e| format!("{ep}: {e}"))?;
+            if !r.starts_with("+OK") {
+                return Err(format!("{ep}: authentication refused"));
+            }
         }
-    };
-    tokio::time::timeout(Duration::from_secs(2), fut).await.map_err(|_| format!("{ep}: no PONG"))?
-}
-
-pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
-    for ep in endpoints {
-        ping(ep).await?;
-    }
-    Ok(())
-}
-
-/// Send one command (inline protocol) and return the raw reply.
-pub async fn command(ep: &str, cmd: &str) -> Result<String, String> {
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(ep).await.map_err(|e| format!("{ep}: {e}"))?;
         s.write_all(format!("{cmd}\r\n").as_bytes()).await.map_err(|e| format!("{ep}: {e}"))?;
-        let mut buf = vec![0u8; 16384];
-        let n = s.read(&mut buf).await.map_err(|e| format!("{ep}: {e}"))?;
-        Ok::<_, String>(String::from_utf8_lossy(&buf[..n]).to_string())
+        reply(&mut s).await.map_err(|e| format!("{ep}: {e}"))
     };
     tokio::time::timeout(Duration::from_secs(2), fut).await.map_err(|_| format!("{ep}: no answer to {cmd}"))?
 }
 
+pub async fn ping(ep: &str, password: Option<&str>) -> Result<(), String> {
+    let r = command_auth(ep, "PING", password).await?;
+    if r.starts_with("+PONG") {
+        Ok(())
+    } else {
+        Err(format!("{ep}: {}", r.trim()))
+    }
+}
+
+pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(), String> {
+    for ep in endpoints {
+        ping(ep, password).await?;
+    }
+    Ok(())
+}
+
 /// A replica is healthy once its link to the primary is up.
-pub async fn replica_linked(ep: &str) -> Result<(), String> {
-    let info = command(ep, "INFO replication").await?;
+pub async fn replica_linked(ep: &str, password: Option<&str>) -> Result<(), String> {
+    let info = command_auth(ep, "INFO replication", password).await?;
     if info.contains("master_link_status:up") || info.contains("role:master") {
         Ok(())
     } else {
@@ -89,17 +121,10 @@ pub async fn replica_linked(ep: &str) -> Result<(), String> {
     }
 }
 
-pub async fn version(ep: &str) -> Result<String, String> {
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(ep).await.map_err(|e| format!("{ep}: {e}"))?;
-        s.write_all(b"INFO server\r\n").await.map_err(|e| format!("{ep}: {e}"))?;
-        let mut buf = vec![0u8; 8192];
-        let n = s.read(&mut buf).await.map_err(|e| format!("{ep}: {e}"))?;
-        let text = String::from_utf8_lossy(&buf[..n]).to_string();
-        text.lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .map(|v| v.trim().to_string())
-            .ok_or_else(|| format!("{ep}: no redis_version in INFO"))
-    };
-    tokio::time::timeout(Duration::from_secs(2), fut).await.map_err(|_| format!("{ep}: no INFO answer"))?
+pub async fn version(ep: &str, password: Option<&str>) -> Result<String, String> {
+    let text = command_auth(ep, "INFO server", password).await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .map(|v| v.trim().to_string())
+        .ok_or_else(|| format!("{ep}: no redis_version in INFO"))
 }

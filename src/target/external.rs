@@ -1,0 +1,186 @@
+//! The `external` target: clusters the user runs, named in an endpoints file. dlbench starts
+//! and stops nothing there; the nemesis acts only through commands the file names, one per
+//! node for each fault and its inverse, and says which faults it can and cannot inject.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::endpoints::{Endpoints, FaultCommands};
+use crate::kind::BackendKind;
+use crate::nemesis::{FaultKind, Faults, NodeRef};
+use crate::target::probe;
+
+pub struct ExternalTarget {
+    endpoints: Endpoints,
+    /// Each backend's password, read from the environment variable its section names.
+    passwords: std::collections::HashMap<BackendKind, String>,
+    /// (backend, endpoint index) per node index.
+    nodes: Vec<(BackendKind, usize)>,
+    /// Nodes the nemesis killed, paused or isolated, to undo on heal.
+    killed: Mutex<HashSet<usize>>,
+    paused: Mutex<HashSet<usize>>,
+    isolated: Mutex<HashSet<usize>>,
+}
+
+/// Run one fault command, bounded; its output stays out of logs and results (it may
+/// carry anything).
+async fn run(cmd: &str) -> Result<(), String> {
+    let out = tokio::time::timeout(Duration::from_secs(60), tokio::process::Command::new("sh").arg("-c").arg(cmd).output())
+        .await
+        .map_err(|_| "a fault command did not finish within 60 s".to_string())?
+        .map_err(|e| format!("cannot run a fault command: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("a fault command exited with {}", out.status))
+    }
+}
+
+impl ExternalTarget {
+    pub fn new(endpoints: Endpoints, backends: &[BackendKind]) -> anyhow::Result<ExternalTarget> {
+        let mut nodes = Vec::new();
+        for &k in backends {
+            let s = endpoints.get(k).ok_or_else(|| anyhow::anyhow!("the endpoints file has no [{k}] section; add it or drop {k} from --backends"))?;
+            for i in 0..s.endpoints.len() {
+                nodes.push((k, i));
+            }
+        }
+        let mut passwords = std::collections::HashMap::new();
+        for &k in backends {
+            if let Some(var) = endpoints.get(k).and_then(|s| s.password_env.clone()) {
+                let pw = std::env::var(&var)
+                    .map_err(|_| anyhow::anyhow!("[{k}] password_env names {var}, which is not set in the environment"))?;
+                passwords.insert(k, pw);
+            }
+        }
+        Ok(ExternalTarget { endpoints, passwords, nodes, killed: Mutex::default(), paused: Mutex::default(), isolated: Mutex::default() })
+    }
+
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    pub async fn versions(&self) -> std::collections::BTreeMap<String, String> {
+        // Each backend's version with its own password (they may differ).
+        let mut out = std::collections::BTreeMap::new();
+        for k in BackendKind::REAL {
+            if let Some(s) = self.endpoints.get(k) {
+                let mut one = Endpoints::default();
+                one.set(k, s.clone());
+                out.extend(probe::versions(&one, self.passwords.get(&k).map(String::as_str)).await);
+            }
+        }
+        out
+    }
+
+    fn commands(&self, k: BackendKind) -> FaultCommands {
+        self.endpoints.get(k).and_then(|s| s.faults.clone()).unwrap_or_default()
+    }
+
+    fn command(&self, n: &NodeRef, pick: impl Fn(&FaultCommands) -> &Vec<String>) -> Result<String, String> {
+        let (k, i) = self.nodes[n.index];
+        pick(&self.commands(k)).get(i).cloned().ok_or_else(|| format!("no command for {} in the endpoints file", n.name))
+    }
+
+    fn name(k: BackendKind, i: usize) -> String {
+        format!("{k}-{}", i + 1)
+    }
+}
+
+#[async_trait]
+impl Faults for ExternalTarget {
+    fn nodes(&self, kind: BackendKind) -> Vec<NodeRef> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, (k, _))| *k == kind)
+            .map(|(idx, (k, i))| NodeRef { index: idx, name: Self::name(*k, *i) })
+            .collect()
+    }
+
+    fn cannot(&self, kind: BackendKind, fault: FaultKind) -> Option<String> {
+        let c = self.commands(kind);
+        let missing = |what: &str| Some(format!("the endpoints file names no [{kind}.faults] {what} commands"));
+        match fault {
+            FaultKind::Kill if c.kill.is_empty() => missing("kill/start"),
+            FaultKind::Pause if c.pause.is_empty() => missing("pause/resume"),
+            FaultKind::Isolate if c.isolate.is_empty() => missing("isolate/heal"),
+            FaultKind::Kill | FaultKind::Pause | FaultKind::Isolate => None,
+            FaultKind::Partition => Some("an external target can isolate a node (isolate/heal commands), not split peers".into()),
+            FaultKind::Delay | FaultKind::Clock | FaultKind::Failover => Some("not available on an external target".into()),
+        }
+    }
+
+    async fn leader(&self, kind: BackendKind) -> Option<NodeRef> {
+        let eps = self.endpoints.get(kind)?.endpoints.clone();
+        let nodes = self.nodes(kind);
+        let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        probe::leader(kind, &eps, &names, self.passwords.get(&kind).map(String::as_str)).await.map(|i| nodes[i].clone())
+    }
+
+    async fn kill(&self, n: &NodeRef) -> Result<(), String> {
+        run(&self.command(n, |c| &c.kill)?).await?;
+        self.killed.lock().unwrap().insert(n.index);
+        Ok(())
+    }
+
+    async fn start(&self, n: &NodeRef) -> Result<(), String> {
+        run(&self.command(n, |c| &c.start)?).await?;
+        self.killed.lock().unwrap().remove(&n.index);
+        Ok(())
+    }
+
+    async fn pause(&self, n: &NodeRef) -> Result<(), String> {
+        run(&self.command(n, |c| &c.pause)?).await?;
+        self.paused.lock().unwrap().insert(n.index);
+        Ok(())
+    }
+
+    async fn resume(&self, n: &NodeRef) -> Result<(), String> {
+        run(&self.command(n, |c| &c.resume)?).await?;
+        self.paused.lock().unwrap().remove(&n.index);
+        Ok(())
+    }
+
+    async fn cut(&self, targets: &[NodeRef], _rest: &[NodeRef], _isolate: bool) -> Result<(), String> {
+        for n in targets {
+            run(&self.command(n, |c| &c.isolate)?).await?;
+            self.isolated.lock().unwrap().insert(n.index);
+        }
+        Ok(())
+    }
+
+    async fn heal_network(&self) -> Result<(), String> {
+        let cut: Vec<usize> = self.isolated.lock().unwrap().drain().collect();
+        for i in cut {
+            let (k, j) = self.nodes[i];
+            run(&self.command(&NodeRef { index: i, name: Self::name(k, j) }, |c| &c.heal)?).await?;
+        }
+        Ok(())
+    }
+
+    async fn heal_all(&self, kind: BackendKind) -> Result<(), String> {
+        self.heal_network().await?;
+        for n in self.nodes(kind) {
+            if self.paused.lock().unwrap().contains(&n.index) {
+                self.resume(&n).await?;
+            }
+            if self.killed.lock().unwrap().contains(&n.index) {
+                self.start(&n).await?;
+            }
+        }
+        // Wait (bounded) until the cluster answers again.
+        let eps = self.endpoints.get(kind).map(|s| s.endpoints.clone()).unwrap_or_default();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            match probe::healthy(kind, &eps, self.passwords.get(&kind).map(String::as_str)).await {
+                Ok(()) => return Ok(()),
+                Err(e) if std::time::Instant::now() > deadline => return Err(format!("{kind} not healthy after healing: {e}")),
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The nemesis's handles on the local target: signals to process groups, the TCP proxies,
+//! the clock shim's offset files, and a replica to promote.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{redis_command, LocalTarget, Node};
+use crate::kind::BackendKind;
+use crate::nemesis::{clock, FaultKind, Faults, NodeRef};
+
+impl LocalTarget {
+    fn node(&self, n: &NodeRef) -> &Node {
+        &self.nodes()[n.index]
+    }
+}
+
+fn node_ref(n: &Node) -> NodeRef {
+    NodeRef { index: n.index, name: n.name.clone() }
+}
+
+#[async_trait]
+impl Faults for LocalTarget {
+    fn nodes(&self, kind: BackendKind) -> Vec<NodeRef> {
+        self.nodes_of(kind).iter().filter(|n| !n.replica).map(|n| node_ref(n)).collect()
+    }
+
+    fn cannot(&self, kind: BackendKind, fault: FaultKind) -> Option<String> {
+        let nodes = self.nodes_of(kind);
+        match fault {
+            FaultKind::Kill | FaultKind::Pause => None,
+            FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay => {
+                self.net().is_none().then(|| "network faults need the local target started with proxies".into())
+            }
+            FaultKind::Clock => (!nodes.iter().any(|n| n.clock_file.is_some()))
+                .then(|| format!("no {kind} node runs under the clock shim (Redlock nodes do, when clock faults are asked for)")),
+            FaultKind::Failover => (!nodes.iter().any(|n| n.replica)).then(|| format!("{kind} has no replica to fail over to")),
+        }
+    }
+
+    async fn leader(&self, kind: BackendKind) -> Option<NodeRef> {
+        self.leader_node(kind).await.map(|n| node_ref(&n))
+    }
+
+    async fn kill(&self, n: &NodeRef) -> Result<(), String> {
+        self.node(n).kill();
+        Ok(())
+    }
+
+    async fn start(&self, n: &NodeRef) -> Result<(), String> {
+        self.node(n).start().map_err(|e| e.to_string())
+    }
+
+    async fn pause(&self, n: &NodeRef) -> Result<(), String> {
+        if self.node(n).pause() {
+            Ok(())
+        } else {
+            Err(format!("{} is not running", n.name))
+        }
+    }
+
+    async fn resume(&self, n: &NodeRef) -> Result<(), String> {
+        self.node(n).resume();
+        Ok(())
+    }
+
+    async fn cut(&self, targets: &[NodeRef], rest: &[NodeRef], isolate: bool) -> Result<(), String> {
+        let net = self.net().ok_or("no proxies")?;
+        let t: Vec<usize> = targets.iter().map(|n| n.index).collect();
+        let r: Vec<usize> = rest.iter().map(|n| n.index).collect();
+        if isolate {
+            for &i in &t {
+                net.isolate(i, &r);
+            }
+        } else {
+            net.split(&t, &r);
+        }
+        Ok(())
+    }
+
+    async fn slow(&self, targets: &[NodeRef], d: Duration) -> Result<(), String> {
+        let net = self.net().ok_or("no proxies")?;
+        for n in targets {
+            net.slow(n.index, d);
+        }
+        Ok(())
+    }
+
+    async fn heal_network(&self) -> Result<(), String> {
+        if let Some(net) = self.net() {
+            net.heal();
+        }
+        Ok(())
+    }
+
+    async fn shift_clock(&self, n: &NodeRef, ms: i64) -> Result<(), String> {
+        let f = self.node(n).clock_file.as_ref().ok_or_else(|| format!("{} does not run under the clock shim", n.name))?;
+        clock::set_offset(f, ms).map_err(|e| e.to_string())
+    }
+
+    async fn failover(&self, kind: BackendKind) -> Result<(NodeRef, NodeRef), String> {
+        let nodes = self.nodes_of(kind);
+        let replica = nodes.iter().find(|n| n.replica).cloned().ok_or_else(|| format!("{kind} has no replica to fail over to"))?;
+        let primary = nodes.iter().find(|n| !n.replica).cloned().ok_or("no primary")?;
+        primary.kill();
+        redis_command(&replica.real_addr, "REPLICAOF NO ONE", self.password()).await?;
+        self.retarget(primary.index, &replica);
+        Ok((node_ref(&primary), node_ref(&replica)))
+    }
+
+    async fn undo_failover(&self, old: &NodeRef, new: &NodeRef) -> Result<(), String> {
+        // The old primary comes back empty, as a replica of the new one.
+        self.node(old).start().map_err(|e| e.to_string())?;
+        let (h, p) = self.node(new).real_addr.rsplit_once(':').unwrap();
+        redis_command(&self.node(old).real_addr, &format!("REPLICAOF {h} {p}"), self.password()).await.map(|_| ())
+    }
+
+    async fn heal_all(&self, kind: BackendKind) -> Result<(), String> {
+        for n in self.nodes_of(kind) {
+            if n.is_paused() {
+                n.resume();
+            }
+            if !n.is_running() {
+                n.start().map_err(|e| e.to_string())?;
+            }
+            if let Some(f) = &n.clock_file {
+                let _ = clock::set_offset(f, 0);
+            }
+        }
+        if let Some(net) = self.net() {
+            net.heal();
+        }
+        self.wait_healthy(kind).await.map_err(|e| e.to_string())
+    }
+}
