@@ -2,11 +2,11 @@
 # Install what dlbench and its tests need on Debian (run as root): the lock servers, the
 # official clients used by the interop tests, protoc for etcd-client's build, and a C
 # compiler for the clock shim the clock-jump scenario preloads into Redis, and chromium,
-# in which the tests render the HTML report.
+# in which the tests render the HTML report, and openssl, which makes the TLS tests' certificates.
 # Idempotent: does nothing when everything is already installed.
 set -eu
 PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql \
-protobuf-compiler libprotobuf-dev gcc chromium"
+protobuf-compiler libprotobuf-dev gcc chromium openssl"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

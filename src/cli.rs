@@ -45,6 +45,12 @@ enum Command {
     /// Run failure scenarios from the catalogue (S1-S10, or all) and compare what happens
     /// with what is expected, without and with fencing. Exit 1 on a contradiction.
     Scenario(ScenarioArgs),
+    /// Measure the servers beside the locks on one local target: dlbench's Redis SET NX PX
+    /// against redis-benchmark, its postgres lock cycle against pgbench -f, each backend's
+    /// primitive rate against its lock-cycle rate, and each hot-key hand-off rate against
+    /// the bound set by release write + notification + confirm. Writes a result set whose
+    /// summary.json has a `calibration` section.
+    Calibrate(CalibrateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -80,6 +86,20 @@ struct ScenarioArgs {
     /// Backend, comma-separated list, or `all` (entries run where they apply).
     #[arg(long, default_value = "all")]
     backend: String,
+    /// Results root; each run writes DIR/<run-id>/.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct CalibrateArgs {
+    /// Concurrent connections (clients) in every rate measurement, for dlbench and the
+    /// reference tools alike.
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    /// Length of each rate measurement.
+    #[arg(long, value_parser = duration, default_value = "5s")]
+    seconds: Duration,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -181,7 +201,7 @@ struct RunArgs {
     #[arg(long)]
     allow_remote: bool,
     /// Bound on reaching each endpoint and on each client's connection.
-    #[arg(long, value_parser = duration, default_value = "3s")]
+    #[arg(long, value_parser = duration, default_value = "5s")]
     connect_timeout: Duration,
 }
 
@@ -372,6 +392,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 crate::util::write_atomic(p, md.as_bytes())?;
             }
             Ok(if c.regressions > 0 { 1 } else { 0 })
+        }
+        Command::Calibrate(a) => {
+            install_signals(cancel.clone());
+            let args = crate::calibrate::CalibrateArgs { connections: a.connections, seconds: a.seconds, out: a.out };
+            crate::calibrate::command(args, cancel).await
         }
         Command::Scenario(a) => {
             install_signals(cancel.clone());

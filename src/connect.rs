@@ -17,7 +17,7 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts { connect: Duration::from_secs(3), request: Duration::from_secs(5) }
+        Timeouts { connect: Duration::from_secs(5), request: Duration::from_secs(5) }
     }
 }
 
@@ -30,6 +30,21 @@ fn password(kind: BackendKind, s: &Section) -> Result<Option<String>, LockError>
             LockError::Config(format!("[{kind}] password_env names {var}, which is not set in the environment"))
         }),
     }
+}
+
+/// Read the section's TLS files. ZooKeeper takes digest auth (`user` + `password_env`),
+/// not TLS, here.
+fn tls(kind: BackendKind, s: &Section) -> Result<Option<dlbench_core::TlsPem>, LockError> {
+    let Some(t) = &s.tls else { return Ok(None) };
+    if kind == BackendKind::Zookeeper {
+        return Err(LockError::Config(
+            "[zookeeper.tls] is not supported; ZooKeeper takes digest auth (user + password_env)".into(),
+        ));
+    }
+    // redis-rs asks rustls for the process-wide provider; installing it twice is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let files = dlbench_core::TlsFiles { ca: t.ca.clone(), cert: t.cert.clone(), key: t.key.clone() };
+    files.read(&kind.to_string()).map(Some)
 }
 
 /// Connect to `kind` at the servers `endpoints` lists.
@@ -46,6 +61,7 @@ pub async fn connect(
         .get(kind)
         .ok_or_else(|| LockError::Config(format!("no [{kind}] section in the endpoints")))?;
     let pw = password(kind, s)?;
+    let tls = tls(kind, s)?;
     Ok(match kind {
         BackendKind::Etcd => {
             let mut c = dlbench_etcd::EtcdConfig::new(s.endpoints.clone());
@@ -54,11 +70,12 @@ pub async fn connect(
             if let (Some(u), Some(p)) = (&s.user, pw) {
                 c.user = Some((u.clone(), p));
             }
+            c.tls = tls;
             Arc::new(dlbench_etcd::EtcdBackend::connect(c).await?)
         }
         BackendKind::Zookeeper => {
             let mut c = dlbench_zookeeper::ZkConfig::new(s.endpoints.clone());
-            c.connect_timeout = t.connect.max(Duration::from_secs(5));
+            c.connect_timeout = t.connect;
             c.request_timeout = t.request;
             if let (Some(u), Some(p)) = (&s.user, pw) {
                 c.digest = Some(format!("{u}:{p}"));
@@ -75,6 +92,7 @@ pub async fn connect(
                     n.request_timeout = t.request;
                     n.username = s.user.clone();
                     n.password = pw.clone();
+                    n.tls = tls.clone();
                     n
                 })
                 .collect();
@@ -97,6 +115,7 @@ pub async fn connect(
                 c.database = d.clone();
             }
             c.password = pw;
+            c.tls = tls;
             Arc::new(dlbench_postgres::PgBackend::connect(c).await?)
         }
         BackendKind::Memory => unreachable!(),

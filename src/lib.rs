@@ -12,9 +12,12 @@
 //!   per-second series; [`progress`] shows it live.
 //! - [`summary`] turns phase results into `summary.json` and the table; [`results`] owns
 //!   the run directory and writes files atomically as the run goes.
+//! - [`calibrate`] measures the servers' primitives and reference tools beside the locks,
+//!   so the harness's own overhead and each lock's distance from its bound are stated.
 //! - [`lockcmd`] and [`up`] are the small commands: hold a lock around a command, and keep
 //!   a target running for other clients.
 
+pub mod calibrate;
 pub mod checker;
 pub mod cli;
 pub mod compare;

@@ -98,11 +98,11 @@ impl Running {
         }
     }
 
-    async fn versions(&self) -> std::collections::BTreeMap<String, String> {
+    async fn versions(&self, within: Duration) -> Result<std::collections::BTreeMap<String, String>, String> {
         match self {
-            Running::Local(t) => t.versions().await,
-            Running::Compose(t) => crate::target::probe::versions(t.endpoints(), None).await,
-            Running::External(t) => t.versions().await,
+            Running::Local(t) => Ok(t.versions().await),
+            Running::Compose(t) => crate::target::probe::versions(t.endpoints(), None, within).await,
+            Running::External(t) => t.versions(within).await,
         }
     }
 }
@@ -249,7 +249,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     let endpoints = target.as_ref().map(|t| t.endpoints()).unwrap_or_default();
     if let Some(t) = &target {
         reachable(&endpoints, &real, plan.timeouts.connect).await?;
-        summary.versions = t.versions().await;
+        summary.versions = t.versions(plan.timeouts.connect).await.map_err(anyhow::Error::msg)?;
         dir.write_json("summary.json", &summary)?;
         if !plan.nemesis.is_empty() {
             let (can, cannot) = crate::nemesis::capabilities(&*t.faults(), &real);

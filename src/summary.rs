@@ -187,6 +187,10 @@ pub struct Summary {
     /// `dlbench scenario`: each entry's observation against its expectation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<crate::scenario::Outcome>,
+    /// `dlbench calibrate`: the harness beside reference tools, primitive costs, and each
+    /// lock's hand-off rate against its bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::calibrate::Calibration>,
 }
 
 impl Summary {
@@ -208,6 +212,7 @@ impl Summary {
             nemesis_schedule,
             backends: Vec::new(),
             scenarios: Vec::new(),
+            calibration: None,
         }
     }
 
@@ -483,6 +488,10 @@ pub fn markdown(s: &Summary) -> String {
         out.push_str("\nServers: ");
         out.push_str(&s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
         out.push('\n');
+    }
+    if let Some(c) = &s.calibration {
+        out.push('\n');
+        out.push_str(&crate::calibrate::markdown(c));
     }
     out
 }

@@ -178,6 +178,10 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     }
     h.push_str("</table>");
 
+    if let Some(c) = &s.calibration {
+        h.push_str(&calibration(c));
+    }
+
     if !s.scenarios.is_empty() {
         h.push_str("<h2>Scenarios</h2><table><tr><th>scenario</th><th>backend</th><th>fencing</th><th>expected</th><th>observed</th><th>agrees</th></tr>");
         for o in &s.scenarios {
@@ -249,5 +253,60 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         }
     }
     h.push_str("<p id=\"page-status\" style=\"color:#999;font-size:0.8em\">loading</p></body></html>\n");
+    h
+}
+
+/// `dlbench calibrate`'s three tables.
+fn calibration(c: &crate::calibrate::Calibration) -> String {
+    let mut h = format!("<h2>Calibration</h2><p>{} connections, {:.0} s per measurement, one local target.</p>", c.connections, c.seconds);
+    if !c.side_by_side.is_empty() {
+        h.push_str("<h3>The harness beside reference tools</h3><table><tr><th>backend</th><th>work</th><th>dlbench /s</th><th>reference</th><th>reference /s</th><th>ratio</th></tr>");
+        for r in &c.side_by_side {
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.2}</td></tr>",
+                esc(&r.backend),
+                esc(&r.work),
+                r.dlbench_per_sec,
+                esc(&r.reference),
+                r.reference_per_sec,
+                r.ratio
+            );
+        }
+        h.push_str("</table>");
+    }
+    if !c.primitive_cost.is_empty() {
+        h.push_str("<h3>A lock cycle in primitives (each client its own key)</h3><table><tr><th>backend</th><th>primitive</th><th>primitive /s</th><th>lock cycles /s</th><th>primitives per cycle</th></tr>");
+        for r in &c.primitive_cost {
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.1}</td></tr>",
+                esc(&r.backend),
+                esc(&r.primitive),
+                r.primitive_per_sec,
+                r.lock_cycle_per_sec,
+                r.primitives_per_cycle
+            );
+        }
+        h.push_str("</table>");
+    }
+    if !c.efficiency.is_empty() {
+        h.push_str("<h3>Hot-key hand-offs against the bound (release write + notification + confirm)</h3><table><tr><th>backend</th><th>release write µs</th><th>notification µs</th><th>confirm µs</th><th>bound /s</th><th>hand-offs /s</th><th>efficiency</th><th>note</th></tr>");
+        for r in &c.efficiency {
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.2}</td><td class=\"l\">{}</td></tr>",
+                esc(&r.backend),
+                r.release_write_us,
+                r.notification_us,
+                r.acquire_confirm_us,
+                r.bound_per_sec,
+                r.handoff_per_sec,
+                r.efficiency,
+                esc(&r.note)
+            );
+        }
+        h.push_str("</table>");
+    }
     h
 }

@@ -63,17 +63,31 @@ impl ExternalTarget {
         &self.endpoints
     }
 
-    pub async fn versions(&self) -> std::collections::BTreeMap<String, String> {
+    pub async fn versions(&self, within: Duration) -> Result<std::collections::BTreeMap<String, String>, String> {
         // Each backend's version with its own password (they may differ).
         let mut out = std::collections::BTreeMap::new();
         for k in BackendKind::REAL {
             if let Some(s) = self.endpoints.get(k) {
+                if s.tls.is_some() {
+                    // The probes speak plain TCP; over TLS only the client library connects.
+                    out.insert(k.to_string(), "unknown (not probed over TLS)".into());
+                    continue;
+                }
                 let mut one = Endpoints::default();
                 one.set(k, s.clone());
-                out.extend(probe::versions(&one, self.passwords.get(&k).map(String::as_str)).await);
+                out.extend(probe::versions(&one, self.passwords.get(&k).map(String::as_str), within).await?);
             }
         }
-        out
+        Ok(out)
+    }
+
+    /// Every node answers: the plain-TCP probe, or over TLS a client connection.
+    async fn healthy(&self, kind: BackendKind, eps: &[String]) -> Result<(), String> {
+        if self.endpoints.get(kind).is_some_and(|s| s.tls.is_some()) {
+            let t = crate::connect::Timeouts { connect: Duration::from_secs(3), request: Duration::from_secs(3) };
+            return crate::connect::connect(kind, &self.endpoints, t, None).await.map(drop).map_err(|e| e.to_string());
+        }
+        probe::healthy(kind, eps, self.passwords.get(&kind).map(String::as_str)).await
     }
 
     fn commands(&self, k: BackendKind) -> FaultCommands {
@@ -115,7 +129,11 @@ impl Faults for ExternalTarget {
     }
 
     async fn leader(&self, kind: BackendKind) -> Option<NodeRef> {
-        let eps = self.endpoints.get(kind)?.endpoints.clone();
+        let section = self.endpoints.get(kind)?;
+        if section.tls.is_some() {
+            return None; // not probed over TLS: the nemesis picks a node instead
+        }
+        let eps = section.endpoints.clone();
         let nodes = self.nodes(kind);
         let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
         probe::leader(kind, &eps, &names, self.passwords.get(&kind).map(String::as_str)).await.map(|i| nodes[i].clone())
@@ -176,7 +194,7 @@ impl Faults for ExternalTarget {
         let eps = self.endpoints.get(kind).map(|s| s.endpoints.clone()).unwrap_or_default();
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
         loop {
-            match probe::healthy(kind, &eps, self.passwords.get(&kind).map(String::as_str)).await {
+            match self.healthy(kind, &eps).await {
                 Ok(()) => return Ok(()),
                 Err(e) if std::time::Instant::now() > deadline => return Err(format!("{kind} not healthy after healing: {e}")),
                 Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,

@@ -44,18 +44,30 @@ pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], p
 }
 
 /// Each backend's server version, asked of its first endpoint.
-pub async fn versions(e: &Endpoints, password: Option<&str>) -> BTreeMap<String, String> {
+///
+/// A server that refuses is recorded as "unknown (why)"; one that stays silent past `within`
+/// is an error, so a silent endpoint ends the run within the connect timeout instead of
+/// hanging it.
+pub async fn versions(e: &Endpoints, password: Option<&str>, within: std::time::Duration) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for k in BackendKind::REAL {
         let Some(ep) = e.get(k).and_then(|s| s.endpoints.first()) else { continue };
-        let v = match k {
-            BackendKind::Etcd => etcd::version(ep, password).await,
-            BackendKind::Zookeeper => zookeeper::version(ep).await,
-            BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password).await,
-            BackendKind::Postgres => postgres::version(ep, password).await,
-            BackendKind::Memory => continue,
+        let ask = async {
+            match k {
+                BackendKind::Etcd => etcd::version(ep, password).await,
+                BackendKind::Zookeeper => zookeeper::version(ep).await,
+                BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password).await,
+                BackendKind::Postgres => postgres::version(ep, password).await,
+                BackendKind::Memory => Err(String::new()),
+            }
         };
+        let silent = || format!("[{k}] {ep} accepted a connection but did not answer within {}", crate::util::fmt_duration(within));
+        let v = tokio::time::timeout(within, ask).await.map_err(|_| silent())?;
+        // The probes' own bounds say "no answer": the same silence, caught a little sooner.
+        if v.as_ref().is_err_and(|e| e.contains("no answer")) {
+            return Err(silent());
+        }
         out.insert(k.name().to_string(), v.unwrap_or_else(|e| format!("unknown ({e})")));
     }
-    out
+    Ok(out)
 }

@@ -17,6 +17,7 @@ pub mod conformance;
 mod error;
 mod lock;
 mod resource;
+mod tls;
 
 pub use error::LockError;
 pub use lock::{
@@ -24,6 +25,7 @@ pub use lock::{
     LeaseHandle, LostSender, LostSignal, WaitStyle,
 };
 pub use resource::{CellStats, Resource, ResourceStats, Section, SectionRecord};
+pub use tls::{TlsFiles, TlsPem};
 
 /// Sleep about `base` (uniform in [base/2, 3*base/2]) so polling clients do not retry in
 /// lockstep. Used by the polling backends between attempts.

@@ -45,6 +45,8 @@ pub struct EtcdConfig {
     pub request_timeout: Duration,
     /// User name and password, when auth is on.
     pub user: Option<(String, String)>,
+    /// TLS: endpoints are reached over `https://`, verified with this CA.
+    pub tls: Option<dlbench_core::TlsPem>,
 }
 
 impl EtcdConfig {
@@ -54,6 +56,7 @@ impl EtcdConfig {
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(5),
             user: None,
+            tls: None,
         }
     }
 }
@@ -69,7 +72,12 @@ impl EtcdBackend {
         let endpoints: Vec<String> = config
             .endpoints
             .iter()
-            .map(|e| if e.contains("://") { e.clone() } else { format!("http://{e}") })
+            .map(|e| match (e.split_once("://"), &config.tls) {
+                (Some((_, rest)), Some(_)) => format!("https://{rest}"),
+                (Some(_), None) => e.clone(),
+                (None, Some(_)) => format!("https://{e}"),
+                (None, None) => format!("http://{e}"),
+            })
             .collect();
         let mut opts = ConnectOptions::new()
             .with_connect_timeout(config.connect_timeout)
@@ -78,10 +86,32 @@ impl EtcdBackend {
         if let Some((u, p)) = &config.user {
             opts = opts.with_user(u.clone(), p.clone());
         }
-        let connect = Client::connect(endpoints, Some(opts));
-        let client = tokio::time::timeout(config.connect_timeout + config.request_timeout, connect)
+        if let Some(t) = &config.tls {
+            let mut tls = etcd_client::TlsOptions::new();
+            if let Some(ca) = &t.ca {
+                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(ca));
+            }
+            if let Some((cert, key)) = &t.identity {
+                tls = tls.identity(etcd_client::Identity::from_pem(cert, key));
+            }
+            opts = opts.with_tls(tls);
+        }
+        // The channel may come up before the server has said a word (a silent listener
+        // accepts TCP); one Status call proves an etcd answers, all within the connect bound.
+        let connect = async {
+            let mut client = Client::connect(endpoints, Some(opts)).await?;
+            client.status().await?;
+            Ok::<_, etcd_client::Error>(client)
+        };
+        let client = tokio::time::timeout(config.connect_timeout, connect)
             .await
-            .map_err(|_| LockError::Unavailable(format!("etcd at {}: connect timed out", config.endpoints.join(","))))?
+            .map_err(|_| {
+                LockError::Unavailable(format!(
+                    "etcd at {}: no answer within {:?}",
+                    config.endpoints.join(","),
+                    config.connect_timeout
+                ))
+            })?
             .map_err(|e| definite(e, &config))?;
         Ok(EtcdBackend { client, config })
     }

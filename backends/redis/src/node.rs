@@ -45,6 +45,8 @@ pub struct NodeConfig {
     pub password: Option<String>,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// TLS (`rediss://`): CA and optional client certificate.
+    pub tls: Option<dlbench_core::TlsPem>,
 }
 
 impl NodeConfig {
@@ -55,6 +57,7 @@ impl NodeConfig {
             password: None,
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(2),
+            tls: None,
         }
     }
 }
@@ -91,7 +94,8 @@ fn classify(endpoint: &str, e: redis::RedisError, may_have_written: bool) -> Loc
 
 impl RedisNode {
     pub async fn connect(cfg: &NodeConfig) -> Result<Self, LockError> {
-        let mut info = redis::IntoConnectionInfo::into_connection_info(format!("redis://{}/", cfg.endpoint))
+        let scheme = if cfg.tls.is_some() { "rediss" } else { "redis" };
+        let mut info = redis::IntoConnectionInfo::into_connection_info(format!("{scheme}://{}/", cfg.endpoint))
             .map_err(|e| LockError::Config(format!("bad redis endpoint {:?}: {e}", cfg.endpoint)))?;
         let mut redis_settings = info.redis_settings().clone();
         if let Some(u) = &cfg.username {
@@ -101,13 +105,23 @@ impl RedisNode {
             redis_settings = redis_settings.set_password(p.clone());
         }
         info = info.set_redis_settings(redis_settings);
-        let client = redis::Client::open(info).map_err(|e| LockError::Config(format!("redis at {}: {e}", cfg.endpoint)))?;
+        let client = match &cfg.tls {
+            None => redis::Client::open(info),
+            Some(t) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: t.identity.clone().map(|(client_cert, client_key)| redis::ClientTlsConfig { client_cert, client_key }),
+                    root_cert: t.ca.clone(),
+                },
+            ),
+        }
+        .map_err(|e| LockError::Config(format!("redis at {}: {e}", cfg.endpoint)))?;
         let mcfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.connect_timeout))
             .set_response_timeout(Some(cfg.request_timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let conn = tokio::time::timeout(cfg.connect_timeout * 3, ConnectionManager::new_with_config(client, mcfg))
+        let conn = tokio::time::timeout(cfg.connect_timeout, ConnectionManager::new_with_config(client, mcfg))
             .await
             .map_err(|_| LockError::Unavailable(format!("redis at {}: connect timed out", cfg.endpoint)))?
             .map_err(|e| classify(&cfg.endpoint, e, false))?;

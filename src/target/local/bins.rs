@@ -36,7 +36,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// Debian keeps `initdb` and `postgres` out of PATH, in /usr/lib/postgresql/<major>/bin.
 /// PATH wins; then `DLBENCH_PG_BINDIR`; then the newest Debian install.
-fn find_pg(name: &str) -> Option<PathBuf> {
+pub fn find_pg(name: &str) -> Option<PathBuf> {
     if let Some(p) = which(name) {
         return Some(p);
     }

@@ -111,8 +111,18 @@ impl Faults for LocalTarget {
     async fn undo_failover(&self, old: &NodeRef, new: &NodeRef) -> Result<(), String> {
         // The old primary comes back empty, as a replica of the new one.
         self.node(old).start().map_err(|e| e.to_string())?;
+        // A restarted redis-server needs a moment before it listens; retry the command
+        // (bounded) instead of failing on the first refused connection.
         let (h, p) = self.node(new).real_addr.rsplit_once(':').unwrap();
-        redis_command(&self.node(old).real_addr, &format!("REPLICAOF {h} {p}"), self.password()).await.map(|_| ())
+        let cmd = format!("REPLICAOF {h} {p}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            match redis_command(&self.node(old).real_addr, &cmd, self.password()).await {
+                Ok(_) => return Ok(()),
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
     }
 
     async fn heal_all(&self, kind: BackendKind) -> Result<(), String> {

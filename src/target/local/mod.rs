@@ -461,7 +461,10 @@ impl LocalTarget {
 
     /// Each server's version, as the server reports it.
     pub async fn versions(&self) -> BTreeMap<String, String> {
-        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref()).await
+        // Our own servers, already health-checked: a silent one is recorded, not fatal.
+        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref(), Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| BTreeMap::from([("error".to_string(), e)]))
     }
 
     /// Stop every server, then remove their data (logs stay).

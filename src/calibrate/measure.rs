@@ -1,0 +1,130 @@
+//! The measurements behind `dlbench calibrate`: rates of single primitives and of lock
+//! cycles with N concurrent connections, the latency of one write, one notification and one
+//! confirming read, and the reference tools (`redis-benchmark`, `pgbench`) on the same servers.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlbench_core::{AcquireOptions, Backend};
+
+/// Run `op(task, i)` on `tasks` concurrent tasks for `secs`; successful ops per second.
+pub async fn rate<F, Fut>(tasks: usize, secs: Duration, op: F) -> anyhow::Result<f64>
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let op = Arc::new(op);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (op, stop, done) = (op.clone(), stop.clone(), done.clone());
+        handles.push(tokio::spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                op(t, i).await?;
+                i += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    tokio::time::sleep(secs).await;
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.await??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Median of `n` serial timings of `op`, in microseconds.
+pub async fn median_us<F, Fut>(n: usize, mut op: F) -> anyhow::Result<f64>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Duration>>,
+{
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n as u64 {
+        v.push(op(i).await?.as_secs_f64() * 1e6);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    Ok(v[v.len() / 2])
+}
+
+/// Time one future.
+pub async fn timed<T, E: Into<anyhow::Error>>(f: impl std::future::Future<Output = Result<T, E>>) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    f.await.map_err(Into::into)?;
+    Ok(t.elapsed())
+}
+
+/// Lock cycles (acquire, release at once) per second: each task on its own key when
+/// `own_keys`, else all on one hot key (then the rate is the hand-off rate).
+pub async fn lock_cycles(backend: Arc<dyn Backend>, tasks: usize, secs: Duration, own_keys: bool, tag: &str) -> anyhow::Result<f64> {
+    let mut clients = Vec::new();
+    for _ in 0..tasks {
+        clients.push(Arc::new(backend.client().await?));
+    }
+    let tag = tag.to_string();
+    let opts = AcquireOptions { ttl: Duration::from_secs(10), wait: Duration::from_secs(10), ..Default::default() };
+    let r = rate(tasks, secs, move |t, _| {
+        let c = clients[t].clone();
+        let key = if own_keys { format!("{tag}-{t}") } else { tag.clone() };
+        let opts = opts.clone();
+        async move {
+            let lease = c.acquire(&key, &opts).await?;
+            c.release(lease).await?;
+            Ok(())
+        }
+    })
+    .await;
+    r
+}
+
+/// `redis-benchmark` running `SET cal:<random> v NX PX 10000` with `clients` connections.
+pub async fn redis_benchmark(endpoint: &str, clients: usize, requests: u64) -> anyhow::Result<f64> {
+    let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| anyhow::anyhow!("bad endpoint {endpoint}"))?;
+    let out = tokio::process::Command::new("redis-benchmark")
+        .args(["-h", host, "-p", port, "-c", &clients.to_string(), "-n", &requests.to_string(), "-r", "100000000", "--csv"])
+        .args(["SET", "cal:__rand_int__", "v", "NX", "PX", "10000"])
+        .output()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot run redis-benchmark: {e} (Debian package redis-tools)"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "test","rps",... then "SET ...","42069.84",...
+    text.lines()
+        .rev()
+        .find_map(|l| l.split("\",\"").nth(1).and_then(|v| v.trim_matches('"').parse::<f64>().ok()))
+        .ok_or_else(|| anyhow::anyhow!("redis-benchmark printed no rate: {}", String::from_utf8_lossy(&out.stderr).trim()))
+}
+
+/// The pgbench script: the postgres backend's own acquire and release statements, each
+/// client on its own lock name (`:client_id`), as dlbench's side of the comparison runs.
+pub fn pgbench_script() -> String {
+    let name = "('cal-pg-' || :client_id)";
+    let owner = "('owner-' || :client_id)";
+    let acquire = dlbench_postgres::ACQUIRE.replace("$1", name).replace("$2", ":ttl").replace("$3", owner);
+    let release = dlbench_postgres::RELEASE.replace("$1", name).replace("$2", owner);
+    format!("\\set ttl 10\n{};\n{};\n", acquire.replace('\n', " "), release.replace('\n', " "))
+}
+
+/// `pgbench -f` with the lock cycle script, `clients` connections, for `secs`; cycles/s.
+pub async fn pgbench(endpoint: &str, clients: usize, secs: Duration, script: &std::path::Path, password: Option<&str>) -> anyhow::Result<f64> {
+    let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| anyhow::anyhow!("bad endpoint {endpoint}"))?;
+    let bin = crate::target::local::bins::find_pg("pgbench").ok_or_else(|| anyhow::anyhow!("pgbench not found (Debian package postgresql)"))?;
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.args(["-h", host, "-p", port, "-U", "postgres", "-n", "-M", "prepared", "-c", &clients.to_string(), "-j", "2"])
+        .args(["-T", &secs.as_secs().max(1).to_string(), "-f"])
+        .arg(script)
+        .arg("postgres");
+    if let Some(pw) = password {
+        cmd.env("PGPASSWORD", pw);
+    }
+    let out = cmd.output().await.map_err(|e| anyhow::anyhow!("cannot run pgbench: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = ").and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse::<f64>().ok()))
+        .ok_or_else(|| anyhow::anyhow!("pgbench printed no tps: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").trim()))
+}

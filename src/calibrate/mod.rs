@@ -1,0 +1,236 @@
+//! `dlbench calibrate`: how close the harness and each lock come to what the servers can do.
+//!
+//! On one local target, with the same number of connections throughout:
+//! - **side by side**: dlbench's raw Redis `SET NX PX` rate against `redis-benchmark` running
+//!   the same command, and dlbench's postgres lock cycle against `pgbench -f` running the
+//!   lock's own statements; the ratio says how much the harness's client path costs;
+//! - **primitive cost**: each backend's primitive rate (put, create+delete, SET, UPDATE)
+//!   against its lock-cycle rate on uncontended keys: a lock cycle costs N primitives;
+//! - **efficiency**: on one hot key every hand-off waits for the holder's release write, the
+//!   notification to the next waiter, and that waiter's confirming request. One over the sum
+//!   of their latencies bounds the hand-off rate; the measured hot-key rate is reported as a
+//!   fraction of that bound.
+
+pub mod measure;
+pub mod prims;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::connect::{self, Timeouts};
+use crate::kind::BackendKind;
+use crate::results::RunDir;
+use crate::summary::Summary;
+use crate::target::local::{bins, LocalTarget};
+use crate::verdict::FencingMode;
+
+pub struct CalibrateArgs {
+    pub connections: usize,
+    pub seconds: Duration,
+    pub out: PathBuf,
+}
+
+/// `summary.json`'s `calibration` section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Calibration {
+    /// Concurrent connections (clients) in every rate measurement.
+    pub connections: usize,
+    /// Length of each rate measurement, in seconds.
+    pub seconds: f64,
+    pub side_by_side: Vec<SideBySide>,
+    pub primitive_cost: Vec<PrimitiveCost>,
+    pub efficiency: Vec<Efficiency>,
+}
+
+/// The harness against a reference tool doing the same work on the same server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SideBySide {
+    pub backend: String,
+    pub work: String,
+    pub dlbench_per_sec: f64,
+    pub reference: String,
+    pub reference_per_sec: f64,
+    /// dlbench / reference.
+    pub ratio: f64,
+}
+
+/// A backend's primitive against its lock cycle, uncontended (each client its own key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PrimitiveCost {
+    pub backend: String,
+    pub primitive: String,
+    pub primitive_per_sec: f64,
+    pub lock_cycle_per_sec: f64,
+    /// primitive rate / lock cycle rate: what one acquire + release costs in primitives.
+    pub primitives_per_cycle: f64,
+}
+
+/// The hot-key hand-off rate against the bound its primitives set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Efficiency {
+    pub backend: String,
+    pub release_write_us: f64,
+    pub notification_us: f64,
+    pub acquire_confirm_us: f64,
+    /// 1e6 / (release write + notification + confirm).
+    pub bound_per_sec: f64,
+    /// Acquisitions per second on one hot key, acquire then release at once.
+    pub handoff_per_sec: f64,
+    /// handoff / bound.
+    pub efficiency: f64,
+    pub note: String,
+}
+
+pub async fn command(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
+    anyhow::ensure!(a.connections >= 1, "--connections must be at least 1");
+    anyhow::ensure!(a.seconds >= Duration::from_secs(1), "--seconds must be at least 1s");
+    let kinds = BackendKind::REAL;
+    bins::find(&kinds)?;
+    for (tool, pkg) in [("redis-benchmark", "redis-tools")] {
+        bins::which(tool).ok_or_else(|| anyhow::anyhow!("{tool} not found: install the Debian package {pkg}"))?;
+    }
+    bins::find_pg("pgbench").ok_or_else(|| anyhow::anyhow!("pgbench not found: install the Debian package postgresql"))?;
+    let dir = RunDir::create(&a.out, "calibrate-")?;
+    let mut summary = Summary::begin(&dir.id, "local", FencingMode::Off, Vec::new());
+    let mut cal = Calibration { connections: a.connections, seconds: a.seconds.as_secs_f64(), ..Default::default() };
+    summary.calibration = Some(cal.clone());
+    dir.write_json("summary.json", &summary)?;
+    eprintln!("dlbench: calibrate {} -> {}", dir.id, dir.path.display());
+    let target = tokio::select! {
+        t = LocalTarget::start(&dir.path, &kinds, Default::default()) => Arc::new(t?),
+        _ = cancel.cancelled() => return Ok(130),
+    };
+    summary.versions = target.versions().await;
+    let eps = target.endpoints().clone();
+    let (n, secs) = (a.connections, a.seconds);
+    for kind in kinds {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let r = tokio::select! {
+            r = calibrate_one(kind, &eps, n, secs, &dir, &mut cal) => r,
+            _ = cancel.cancelled() => break,
+        };
+        if let Err(e) = r {
+            eprintln!("dlbench: calibrate {kind}: {e:#}");
+        }
+        summary.calibration = Some(cal.clone());
+        dir.write_json("summary.json", &summary)?;
+    }
+    drop(target);
+    summary.finish(!cancel.is_cancelled());
+    dir.write_json("summary.json", &summary)?;
+    if let Err(e) = crate::report::render(&dir.path) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
+    println!("{}", markdown(&cal));
+    println!("results: {}", dir.path.join("summary.json").display());
+    Ok(if summary.complete { 0 } else { 130 })
+}
+
+async fn calibrate_one(kind: BackendKind, eps: &crate::endpoints::Endpoints, n: usize, secs: Duration, dir: &RunDir, cal: &mut Calibration) -> anyhow::Result<()> {
+    eprintln!("dlbench: calibrate {kind}: primitives");
+    let p = match kind {
+        BackendKind::Redis => prims::redis(eps, n, secs).await?,
+        BackendKind::Redlock => prims::redlock(eps, n, secs).await?,
+        BackendKind::Postgres => prims::postgres(eps, n, secs, None).await?,
+        BackendKind::Etcd => prims::etcd(eps, n, secs).await?,
+        BackendKind::Zookeeper => prims::zookeeper(eps, n, secs).await?,
+        BackendKind::Memory => return Ok(()),
+    };
+    let backend = connect::connect(kind, eps, Timeouts::default(), None).await?;
+    eprintln!("dlbench: calibrate {kind}: lock cycles");
+    let cycles = measure::lock_cycles(backend.clone(), n, secs, true, &format!("cal-{kind}")).await?;
+    let handoff = measure::lock_cycles(backend, n, secs, false, &format!("cal-{kind}-hot")).await?;
+    let name = kind.name().to_string();
+    cal.primitive_cost.push(PrimitiveCost {
+        backend: name.clone(),
+        primitive: p.name.into(),
+        primitive_per_sec: p.per_sec,
+        lock_cycle_per_sec: cycles,
+        primitives_per_cycle: p.per_sec / cycles,
+    });
+    let bound_us = p.release_write_us + p.notification_us + p.acquire_confirm_us;
+    let bound = 1e6 / bound_us;
+    cal.efficiency.push(Efficiency {
+        backend: name.clone(),
+        release_write_us: p.release_write_us,
+        notification_us: p.notification_us,
+        acquire_confirm_us: p.acquire_confirm_us,
+        bound_per_sec: bound,
+        handoff_per_sec: handoff,
+        efficiency: handoff / bound,
+        note: p.note.into(),
+    });
+    match kind {
+        BackendKind::Redis => {
+            let ep = eps.get(kind).unwrap().endpoints[0].clone();
+            eprintln!("dlbench: calibrate redis: redis-benchmark");
+            let ours = p.per_sec;
+            // As many requests as dlbench managed in the same time, so both run about as long.
+            let theirs = measure::redis_benchmark(&ep, n, (ours * secs.as_secs_f64()).max(10_000.0) as u64).await?;
+            cal.side_by_side.push(SideBySide {
+                backend: name,
+                work: "SET key v NX PX 10000, random keys".into(),
+                dlbench_per_sec: ours,
+                reference: "redis-benchmark".into(),
+                reference_per_sec: theirs,
+                ratio: ours / theirs,
+            });
+        }
+        BackendKind::Postgres => {
+            let ep = eps.get(kind).unwrap().endpoints[0].clone();
+            let script = dir.path.join("pgbench-lock-cycle.sql");
+            std::fs::write(&script, measure::pgbench_script())?;
+            eprintln!("dlbench: calibrate postgres: pgbench -f {}", script.display());
+            let theirs = measure::pgbench(&ep, n, secs, &script, None).await?;
+            cal.side_by_side.push(SideBySide {
+                backend: name,
+                work: "lock cycle: the backend's INSERT .. ON CONFLICT acquire + UPDATE release, own key per client".into(),
+                dlbench_per_sec: cycles,
+                reference: "pgbench -M prepared -f".into(),
+                reference_per_sec: theirs,
+                ratio: cycles / theirs,
+            });
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The three tables, as Markdown (printed, and in summary.md).
+pub fn markdown(c: &Calibration) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "### Calibration ({} connections, {:.0} s per measurement)\n", c.connections, c.seconds);
+    if !c.side_by_side.is_empty() {
+        s.push_str("| backend | work | dlbench /s | reference | reference /s | ratio |\n|---|---|---:|---|---:|---:|\n");
+        for r in &c.side_by_side {
+            let _ = writeln!(s, "| {} | {} | {:.0} | {} | {:.0} | {:.2} |", r.backend, r.work, r.dlbench_per_sec, r.reference, r.reference_per_sec, r.ratio);
+        }
+        s.push('\n');
+    }
+    if !c.primitive_cost.is_empty() {
+        s.push_str("| backend | primitive | primitive /s | lock cycles /s | primitives per cycle |\n|---|---|---:|---:|---:|\n");
+        for r in &c.primitive_cost {
+            let _ = writeln!(s, "| {} | {} | {:.0} | {:.0} | {:.1} |", r.backend, r.primitive, r.primitive_per_sec, r.lock_cycle_per_sec, r.primitives_per_cycle);
+        }
+        s.push('\n');
+    }
+    if !c.efficiency.is_empty() {
+        s.push_str("| backend | release write µs | notification µs | confirm µs | bound hand-offs/s | hot-key hand-offs/s | efficiency |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        for r in &c.efficiency {
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} |",
+                r.backend, r.release_write_us, r.notification_us, r.acquire_confirm_us, r.bound_per_sec, r.handoff_per_sec, r.efficiency
+            );
+        }
+        s.push('\n');
+    }
+    s
+}

@@ -1,0 +1,287 @@
+//! Each backend's primitives, measured with the same client libraries the locks use:
+//! the rate of the one operation a lock is built from, and the latency of the three steps
+//! of a hand-off (the holder's release write, the notification that reaches the next
+//! waiter, the waiter's confirming request).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlbench_redis::{NodeConfig, RedisNode};
+use futures::StreamExt;
+
+use super::measure::{median_us, rate, timed};
+use crate::endpoints::Endpoints;
+use crate::kind::BackendKind;
+
+/// Samples per latency median.
+const SAMPLES: u64 = 200;
+const TTL: Duration = Duration::from_secs(10);
+
+/// What a backend's primitives measured.
+pub struct Prims {
+    /// The primitive, e.g. "SET NX PX".
+    pub name: &'static str,
+    pub per_sec: f64,
+    pub release_write_us: f64,
+    /// 0 for polling locks: the best case is a retry that lands just after the release.
+    pub notification_us: f64,
+    pub acquire_confirm_us: f64,
+    pub note: &'static str,
+}
+
+fn eps(e: &Endpoints, k: BackendKind) -> anyhow::Result<Vec<String>> {
+    Ok(e.get(k).ok_or_else(|| anyhow::anyhow!("no [{k}] endpoints"))?.endpoints.clone())
+}
+
+async fn redis_nodes(ep: &str, n: usize) -> anyhow::Result<Vec<Arc<RedisNode>>> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(Arc::new(RedisNode::connect(&NodeConfig::new(ep)).await?));
+    }
+    Ok(v)
+}
+
+/// `SET cal:<task>:<i> v NX PX` on `tasks` connections of their own, per second.
+async fn redis_set_rate(ep: &str, tasks: usize, secs: Duration) -> anyhow::Result<f64> {
+    let nodes = redis_nodes(ep, tasks).await?;
+    let salt: u32 = rand::random();
+    rate(tasks, secs, move |t, i| {
+        let n = nodes[t].clone();
+        async move {
+            n.set_nx_px(&format!("cal:{salt:x}:{t}:{i}"), "v", TTL).await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+pub async fn redis(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Result<Prims> {
+    let ep = eps(e, BackendKind::Redis)?.remove(0);
+    let per_sec = redis_set_rate(&ep, tasks, secs).await?;
+    let node = RedisNode::connect(&NodeConfig::new(&ep)).await?;
+    let node = &node;
+    let w = median_us(SAMPLES as usize, |i| async move { timed(node.set_nx_px(&format!("cal:lat:{i}"), "v", TTL)).await }).await?;
+    Ok(Prims {
+        name: "SET NX PX",
+        per_sec,
+        release_write_us: w,
+        notification_us: 0.0,
+        acquire_confirm_us: w,
+        note: "polling: no notification; the bound assumes a retry lands just after the release",
+    })
+}
+
+/// Redlock's primitive: SET NX PX sent to every node at once, done at the majority's replies.
+async fn majority_set(nodes: &[Arc<RedisNode>], key: &str) -> anyhow::Result<()> {
+    let quorum = nodes.len() / 2 + 1;
+    let mut pending: futures::stream::FuturesUnordered<_> = nodes.iter().map(|n| n.set_nx_px(key, "v", TTL)).collect();
+    let mut ok = 0;
+    while let Some(r) = pending.next().await {
+        if r? {
+            ok += 1;
+        }
+        if ok >= quorum {
+            return Ok(());
+        }
+    }
+    anyhow::bail!("no majority for {key}")
+}
+
+pub async fn redlock(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Result<Prims> {
+    let eps = eps(e, BackendKind::Redlock)?;
+    let mut per_task = Vec::new();
+    for _ in 0..tasks {
+        let mut nodes = Vec::new();
+        for ep in &eps {
+            nodes.push(Arc::new(RedisNode::connect(&NodeConfig::new(ep)).await?));
+        }
+        per_task.push(Arc::new(nodes));
+    }
+    let salt: u32 = rand::random();
+    let first = per_task[0].clone();
+    let per_sec = rate(tasks, secs, move |t, i| {
+        let nodes = per_task[t].clone();
+        async move { majority_set(&nodes, &format!("cal:rl:{salt:x}:{t}:{i}")).await }
+    })
+    .await?;
+    let w = median_us(SAMPLES as usize, |i| {
+        let nodes = first.clone();
+        async move { timed(majority_set(&nodes, &format!("cal:rl:lat:{salt:x}:{i}"))).await }
+    })
+    .await?;
+    Ok(Prims {
+        name: "SET NX PX on a majority of 5",
+        per_sec,
+        release_write_us: w,
+        notification_us: 0.0,
+        acquire_confirm_us: w,
+        note: "polling: no notification; the bound assumes a retry lands just after the release",
+    })
+}
+
+pub async fn postgres(e: &Endpoints, tasks: usize, secs: Duration, password: Option<&str>) -> anyhow::Result<Prims> {
+    let ep = eps(e, BackendKind::Postgres)?.remove(0);
+    let mut cfg = dlbench_postgres::PgConfig::new(&ep);
+    cfg.password = password.map(str::to_string);
+    let pg = dlbench_postgres::PgBackend::connect(cfg).await?;
+    let pool = pg.pool().clone();
+    sqlx::query("CREATE TABLE IF NOT EXISTS dlbench_calibration (id int PRIMARY KEY, n bigint NOT NULL)").execute(&pool).await?;
+    for t in 0..tasks as i32 {
+        sqlx::query("INSERT INTO dlbench_calibration VALUES ($1, 0) ON CONFLICT DO NOTHING").bind(t).execute(&pool).await?;
+    }
+    // One committed single-row write: each task on its own row, as each lock client on its key.
+    const WRITE: &str = "UPDATE dlbench_calibration SET n = n + 1 WHERE id = $1";
+    let p = pool.clone();
+    let per_sec = rate(tasks, secs, move |t, _| {
+        let p = p.clone();
+        async move {
+            sqlx::query(WRITE).bind(t as i32).execute(&p).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let w = median_us(SAMPLES as usize, |_| timed(sqlx::query(WRITE).bind(0).execute(&pool))).await?;
+    Ok(Prims {
+        name: "single-row UPDATE commit",
+        per_sec,
+        release_write_us: w,
+        notification_us: 0.0,
+        acquire_confirm_us: w,
+        note: "polling: no notification; the bound assumes a retry lands just after the release",
+    })
+}
+
+async fn etcd_client(eps: &[String]) -> anyhow::Result<etcd_client::Client> {
+    let urls: Vec<String> = eps.iter().map(|e| format!("http://{e}")).collect();
+    Ok(etcd_client::Client::connect(urls, None).await?)
+}
+
+pub async fn etcd(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Result<Prims> {
+    let eps = eps(e, BackendKind::Etcd)?;
+    let holder = etcd_client(&eps).await?;
+    let waiter = etcd_client(&eps).await?;
+    let salt: u32 = rand::random();
+    let c = holder.clone();
+    let per_sec = rate(tasks, secs, move |t, i| {
+        let mut kv = c.kv_client();
+        async move {
+            kv.put(format!("cal/{salt:x}/{t}"), i.to_string(), None).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let key = format!("cal/{salt:x}/handoff");
+    let mut kv = holder.kv_client();
+    let release = median_us(SAMPLES as usize, |_| {
+        let (mut kv, key) = (kv.clone(), key.clone());
+        async move {
+            kv.put(key.clone(), "x", None).await?;
+            timed(kv.delete(key, None)).await
+        }
+    })
+    .await?;
+    // Notification: from the holder's delete being sent to the waiter's watch event.
+    let mut watch = waiter.watch_client();
+    let opts = etcd_client::WatchOptions::new().with_filters([etcd_client::WatchFilterType::NoPut]);
+    let mut stream = watch.watch(key.clone(), Some(opts)).await?;
+    stream.message().await?; // the "created" response
+    let mut samples = Vec::new();
+    for _ in 0..SAMPLES / 2 {
+        kv.put(key.clone(), "x", None).await?;
+        let t0 = Instant::now();
+        kv.delete(key.clone(), None).await?;
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(5), stream.message()).await??;
+            let m = m.ok_or_else(|| anyhow::anyhow!("etcd watch ended"))?;
+            if m.events().iter().any(|ev| ev.event_type() == etcd_client::EventType::Delete) {
+                break;
+            }
+        }
+        samples.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let notify_total = samples[samples.len() / 2];
+    let wkv = waiter.kv_client();
+    let confirm = median_us(SAMPLES as usize, |_| {
+        let (mut wkv, key) = (wkv.clone(), key.clone());
+        async move { timed(wkv.get(key, None)).await }
+    })
+    .await?;
+    Ok(Prims {
+        name: "put",
+        per_sec,
+        release_write_us: release,
+        notification_us: (notify_total - release).max(0.0),
+        acquire_confirm_us: confirm,
+        note: "release = delete; notification = watch event after the delete's reply; confirm = range read",
+    })
+}
+
+async fn zk_client(eps: &[String]) -> anyhow::Result<zookeeper_client::Client> {
+    let cluster = eps.join(",");
+    Ok(tokio::time::timeout(Duration::from_secs(10), zookeeper_client::Client::connect(&cluster)).await??)
+}
+
+pub async fn zookeeper(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Result<Prims> {
+    use zookeeper_client as zk;
+    let eps = eps(e, BackendKind::Zookeeper)?;
+    let mode = || zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let salt: u32 = rand::random();
+    let mut clients = Vec::new();
+    for _ in 0..tasks {
+        clients.push(Arc::new(zk_client(&eps).await?));
+    }
+    let cs = clients.clone();
+    let pairs = rate(tasks, secs, move |t, _| {
+        let c = cs[t].clone();
+        async move {
+            let path = format!("/cal-{salt:x}-{t}");
+            c.create(&path, b"", &mode()).await?;
+            c.delete(&path, None).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let (holder, waiter) = (clients[0].clone(), zk_client(&eps).await?);
+    let path = format!("/cal-{salt:x}-handoff");
+    let mut release = Vec::new();
+    let mut notify = Vec::new();
+    for _ in 0..SAMPLES / 2 {
+        holder.create(&path, b"", &mode()).await?;
+        // The waiter may sit on a follower that has not applied the create yet: wait until it
+        // sees the node, as a real waiter only watches a node it has listed.
+        let mut seen = None;
+        for _ in 0..500 {
+            let (stat, watcher) = waiter.check_and_watch_stat(&path).await?;
+            if stat.is_some() {
+                seen = Some(watcher);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let watcher = seen.ok_or_else(|| anyhow::anyhow!("zookeeper: {path} never became visible to a second session"))?;
+        let t0 = Instant::now();
+        let del = holder.delete(&path, None);
+        let (d, ev) = tokio::join!(async { del.await.map(|_| t0.elapsed()) }, async {
+            let _ = tokio::time::timeout(Duration::from_secs(5), watcher.changed()).await;
+            t0.elapsed()
+        });
+        release.push(d?.as_secs_f64() * 1e6);
+        notify.push(ev.as_secs_f64() * 1e6);
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (release, notify_total) = (med(&mut release), med(&mut notify));
+    let confirm = median_us(SAMPLES as usize, |_| timed(waiter.list_children("/"))).await?;
+    Ok(Prims {
+        name: "create + delete",
+        // A create-delete pair is two primitives.
+        per_sec: pairs * 2.0,
+        release_write_us: release,
+        notification_us: (notify_total - release).max(0.0),
+        acquire_confirm_us: confirm,
+        note: "release = delete; notification = watch event after the delete's reply; confirm = getChildren",
+    })
+}

@@ -1,0 +1,127 @@
+//! The compose path, as the README gives it: build the images (on a base imported from the
+//! Debian mirror when no registry is reachable), bring the topology up, run the bench on it,
+//! kill a node through Docker and see the kill and the recovery recorded; then tear it down.
+//!
+//! Runs when a Docker engine answers; otherwise it says plainly that it was skipped.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{dlbench, scratch};
+
+const PROJECT: &str = "dlbenchtest";
+
+/// `docker compose` (the plugin) or `docker-compose` (the standalone tool), whichever runs.
+fn compose_tool() -> Option<Vec<&'static str>> {
+    let ok = |prog: &str, args: &[&str]| Command::new(prog).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if ok("docker", &["compose", "version"]) {
+        Some(vec!["docker", "compose"])
+    } else if ok("docker-compose", &["version"]) {
+        Some(vec!["docker-compose"])
+    } else {
+        None
+    }
+}
+
+fn docker_engine() -> Result<(), String> {
+    match Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]).output() {
+        Err(e) => Err(format!("no docker command ({e})")),
+        Ok(o) if !o.status.success() => Err(format!("docker info: {}", String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").trim())),
+        Ok(_) => Ok(()),
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let st = cmd.status().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(st.success(), "{cmd:?}: {st}");
+}
+
+/// Brings the project down (containers and volumes) however the test ends.
+struct Down(Vec<&'static str>);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(self.0[0]).args(&self.0[1..]).args(["-p", PROJECT, "down", "-v", "--remove-orphans"]).current_dir(repo()).status();
+    }
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn compose_topology_runs_the_bench_and_records_a_kill() {
+    if let Err(why) = docker_engine() {
+        eprintln!("SKIPPED compose test: no Docker engine here ({why})");
+        return;
+    }
+    let Some(tool) = compose_tool() else {
+        eprintln!("SKIPPED compose test: neither `docker compose` nor `docker-compose` is installed");
+        return;
+    };
+    let compose = || {
+        let mut c = Command::new(tool[0]);
+        c.args(&tool[1..]).args(["-p", PROJECT]).current_dir(repo());
+        c
+    };
+    // The README's commands: the base image from the Debian mirror when there is none, then
+    // the project's images, then the topology.
+    run(Command::new("sh").arg("docker/make-base.sh").current_dir(repo()));
+    run(compose().arg("build"));
+    let _down = Down(tool.clone());
+    run(compose().args(["up", "-d"]));
+
+    let dir = scratch("compose");
+    let out = dlbench()
+        .args(["run", "--target", "compose", "--compose-project", PROJECT, "--duration", "10s", "--warmup", "1s", "--out"])
+        .arg(dir.join("plain"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "run on compose failed:\n{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("plain/latest/summary.json")).unwrap()).unwrap();
+    for b in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
+        assert!(stdout.lines().any(|l| l.starts_with(b)), "{b} missing from the table:\n{stdout}");
+        let s = summary["backends"].as_array().unwrap().iter().find(|x| x["name"] == b).unwrap();
+        assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{b}: nothing acquired on compose");
+        assert_eq!(s["overlaps"], 0, "{b}: overlaps without faults");
+    }
+    assert!(summary["versions"]["etcd"].as_str().is_some_and(|v| v.starts_with('3')), "etcd version asked of the server: {}", summary["versions"]);
+
+    // A kill through Docker: recorded with its start and end, and the cluster recovers.
+    let out = dlbench()
+        .args(["run", "--target", "compose", "--compose-project", PROJECT, "--backends", "etcd,zookeeper", "--nemesis", "kill", "--nemesis-interval", "8s"])
+        .args(["--duration", "20s", "--warmup", "0s", "--fencing", "off", "--out"])
+        .arg(dir.join("kill"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "nemesis run on compose failed:\n{stdout}");
+    let history = std::fs::read_to_string(dir.join("kill/latest/history.jsonl")).unwrap();
+    let kills: Vec<serde_json::Value> = history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "nemesis" && v["f"] == "kill")
+        .collect();
+    for phase in ["start", "end"] {
+        assert!(kills.iter().any(|k| k["phase"] == phase), "no kill {phase} recorded: {kills:?}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("kill/latest/summary.json")).unwrap()).unwrap();
+    for b in summary["backends"].as_array().unwrap() {
+        assert_eq!(b["overlaps"], 0, "{}: overlaps under kill", b["name"]);
+        assert!(b["ops_per_sec"].as_f64().unwrap() > 0.0, "{}: no acquisitions", b["name"]);
+    }
+    // Healed: every container of the project is running again.
+    let ps = Command::new("docker")
+        .args(["ps", "-a", "--filter", &format!("label=com.docker.compose.project={PROJECT}"), "--format", "{{.Names}} {{.State}}"])
+        .output()
+        .unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(ps.lines().count() >= 13 && ps.lines().all(|l| l.ends_with("running")), "not all running after the run:\n{ps}");
+}
