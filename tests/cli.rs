@@ -170,22 +170,7 @@ fn sigint_mid_run_leaves_nothing_behind() {
 fn up_then_lock_serializes_commands_on_every_backend() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("up");
-    let ep = dir.join("endpoints.toml");
-    let mut up = dlbench()
-        .args(["up", "--endpoints"])
-        .arg(&ep)
-        .arg("--out")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ep.exists() {
-        assert!(up.try_wait().unwrap().is_none(), "dlbench up exited early");
-        assert!(Instant::now() < deadline, "endpoints never written");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut up, ep) = common::up(&dir, &[], &[]);
     for backend in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
         let start = dir.join(format!("{backend}-a-start"));
         let end = dir.join(format!("{backend}-a-end"));

@@ -5,7 +5,7 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{dlbench, processes_under, scratch, sigint, wait_exit};
 
@@ -32,23 +32,7 @@ fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<std::path::PathB
 #[test]
 fn external_target_with_passwords_from_the_environment() {
     let dir = scratch("external");
-    let ep = dir.join("endpoints.toml");
-    let mut up = dlbench()
-        .args(["up", "--password-env", VAR, "--endpoints"])
-        .arg(&ep)
-        .arg("--out")
-        .arg(dir.join("servers"))
-        .env(VAR, SECRET)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ep.exists() {
-        assert!(up.try_wait().unwrap().is_none(), "dlbench up exited early");
-        assert!(Instant::now() < deadline, "endpoints never written");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut up, ep) = common::up(&dir, &["--password-env", VAR], &[(VAR, SECRET)]);
     let file = std::fs::read_to_string(&ep).unwrap();
     assert!(file.contains(&format!("password_env = \"{VAR}\"")), "the file names the variable:\n{file}");
     assert!(!file.contains(SECRET), "the endpoints file holds the password itself");

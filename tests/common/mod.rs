@@ -60,3 +60,20 @@ pub fn sigint(child: &Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
 }
 
+
+/// Start `dlbench up --endpoints DIR/endpoints.toml --out DIR/servers` with `extra` flags and
+/// `env`, and wait until it has written the endpoints file.
+pub fn up(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Child, PathBuf) {
+    let ep = dir.join("endpoints.toml");
+    let mut cmd = dlbench();
+    cmd.arg("up").args(extra).arg("--endpoints").arg(&ep).arg("--out").arg(dir.join("servers"));
+    cmd.envs(env.iter().copied()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::inherit());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ep.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "dlbench up exited early");
+        assert!(Instant::now() < deadline, "endpoints never written");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (child, ep)
+}
