@@ -69,7 +69,7 @@ pub async fn lock_cycles(backend: Arc<dyn Backend>, tasks: usize, secs: Duration
     }
     let tag = tag.to_string();
     let opts = AcquireOptions { ttl: Duration::from_secs(10), wait: Duration::from_secs(10), ..Default::default() };
-    let r = rate(tasks, secs, move |t, _| {
+    rate(tasks, secs, move |t, _| {
         let c = clients[t].clone();
         let key = if own_keys { format!("{tag}-{t}") } else { tag.clone() };
         let opts = opts.clone();
@@ -79,8 +79,7 @@ pub async fn lock_cycles(backend: Arc<dyn Backend>, tasks: usize, secs: Duration
             Ok(())
         }
     })
-    .await;
-    r
+    .await
 }
 
 /// `redis-benchmark` running `SET cal:<random> v NX PX 10000` with `clients` connections.
