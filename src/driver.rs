@@ -505,16 +505,7 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
                     section.exit();
                     section.record()
                 };
-                sh.op(Record::Section {
-                    p,
-                    key,
-                    token: rec.token,
-                    enter: rec.enter_ns,
-                    exit: rec.exit_ns,
-                    read_seq: rec.read_seq,
-                    read: rec.read_value,
-                    write_seq: rec.write_seq,
-                });
+                sh.op(Record::section(p, &rec));
                 let t1 = Instant::now();
                 sh.last_release[k].store(sh.nanos(t1).max(1), Ordering::Release);
                 sh.op(Record::Invoke { p, f: Op::Release, key, ns: sh.hist_ns(t1) });

@@ -110,6 +110,20 @@ impl Record {
             Record::Section { exit, .. } => Some(*exit),
         }
     }
+
+    /// Client `p`'s critical section as the resource recorded it.
+    pub fn section(p: u64, rec: &dlbench_core::SectionRecord) -> Record {
+        Record::Section {
+            p,
+            key: rec.key as u32,
+            token: rec.token,
+            enter: rec.enter_ns,
+            exit: rec.exit_ns,
+            read_seq: rec.read_seq,
+            read: rec.read_value,
+            write_seq: rec.write_seq,
+        }
+    }
 }
 
 /// One backend x workload part of a history.

@@ -79,15 +79,6 @@ impl Actor {
 
     /// Log a finished critical section.
     pub fn section(&self, rec: SectionRecord) {
-        self.history.record(&Record::Section {
-            p: self.p,
-            key: rec.key as u32,
-            token: rec.token,
-            enter: rec.enter_ns,
-            exit: rec.exit_ns,
-            read_seq: rec.read_seq,
-            read: rec.read_value,
-            write_seq: rec.write_seq,
-        });
+        self.history.record(&Record::section(self.p, &rec));
     }
 }
