@@ -54,7 +54,7 @@ fn generate() -> Segment {
         let next = if grant > t + 1_000 * US || ops + 2 > OPERATIONS {
             // Waited too long: the wait timeout, a definite failure.
             let at = t + 1_000 * US;
-            push(&mut events, at, Record::Fail { p, f: Op::Acquire, key, ns: at, error: "timed out waiting for the lock".into() });
+            push(&mut events, at, Record::Fail { p, f: Op::Acquire, key, ns: at, error: "timed out waiting for the lock".into(), kind: None });
             ops += 1;
             at
         } else {
@@ -78,6 +78,7 @@ fn generate() -> Segment {
                     read_seq: Some(read_seq),
                     read: Some(read),
                     write_seq: Some(read_seq + 1),
+                    lease_lost: false,
                 },
             );
             let release = exit + US;

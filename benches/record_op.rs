@@ -119,6 +119,7 @@ fn record_op(c: &mut Criterion) {
                     read_seq: Some(2 * i + 1),
                     read: Some(i),
                     write_seq: Some(2 * i + 2),
+                    lease_lost: false,
                 });
                 let t1 = Instant::now();
                 w.record(&Record::Invoke { p, f: Op::Release, key, ns: ns(t1) });

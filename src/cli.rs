@@ -203,6 +203,10 @@ struct RunArgs {
     /// Bound on reaching each endpoint and on each client's connection.
     #[arg(long, value_parser = duration, default_value = "5s")]
     connect_timeout: Duration,
+    /// Exit 0 even when a verdict is invalid (exit 1 otherwise) or unknown (exit 3), for
+    /// exploratory runs.
+    #[arg(long)]
+    no_fail_on_violation: bool,
 }
 
 #[derive(Args, Debug)]
@@ -302,6 +306,18 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         Some(s) => crate::nemesis::parse_schedule(s).map_err(anyhow::Error::msg)?,
         None => Vec::new(),
     };
+    // A verdict under faults needs holders a second holder could collide with: a zero hold
+    // (a yield, microseconds inside) would make "0 overlaps" say almost nothing.
+    if !nemesis.is_empty() && a.hold.is_none() {
+        for w in phases.iter_mut().filter(|w| w.hold.max().is_zero()) {
+            eprintln!(
+                "dlbench: workload {} holds 0ms; under --nemesis it holds {} so that a second holder would be seen (--hold to choose)",
+                w.name,
+                crate::util::fmt_duration(crate::run::FAULT_HOLD)
+            );
+            w.hold = Dist::Fixed(crate::run::FAULT_HOLD);
+        }
+    }
     let target = match a.target.as_str() {
         "compose" => TargetChoice::Compose { project: a.compose_project.clone() },
         "external" => TargetChoice::External {
@@ -324,6 +340,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         nemesis_interval: a.nemesis_interval,
         fencing: a.fencing,
         history: a.history,
+        fail_on_violation: !a.no_fail_on_violation,
     })
 }
 

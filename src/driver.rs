@@ -87,6 +87,11 @@ pub struct PhaseResult {
     pub first_keys: Vec<Vec<u32>>,
     /// Faults applied during the phase.
     pub nemesis: Vec<NemesisEvent>,
+    /// Acquires still in flight when the phase's time was up (they finish, and are counted,
+    /// during the drain).
+    pub in_flight_at_end: u64,
+    /// Open loop: operations due that no client had started when the phase's time was up.
+    pub backlog_at_end: Option<u64>,
 }
 
 impl PhaseResult {
@@ -107,6 +112,8 @@ impl PhaseResult {
             scheduled: None,
             first_keys: Vec::new(),
             nemesis,
+            in_flight_at_end: 0,
+            backlog_at_end: None,
         }
     }
 
@@ -183,6 +190,8 @@ struct Shared {
     fifo: Option<FifoTracker>,
     schedule_lag: Option<Mutex<Histogram<u64>>>,
     first_keys: Mutex<Vec<Vec<u32>>>,
+    /// Acquires invoked and not yet completed.
+    in_flight: AtomicU64,
 }
 
 impl Shared {
@@ -201,15 +210,13 @@ impl Shared {
         }
     }
 
-    fn completion(&self, p: u64, f: Op, key: u32, t: Instant, r: &Result<Option<u64>, LockError>) {
-        let ns = self.hist_ns(t);
-        self.op(match r {
-            Ok(token) => Record::Ok { p, f, key, ns, token: *token },
-            Err(e) if e.is_definite() => Record::Fail { p, f, key, ns, error: e.to_string() },
-            Err(e) => Record::Info { p, f, key, ns, error: e.to_string() },
-        });
+    fn completion(&self, p: u64, f: Op, key: u32, t: Instant, r: Result<Option<u64>, &LockError>) {
+        self.op(Record::completion(p, f, key, self.hist_ns(t), r));
     }
 }
+
+/// What an acquire cut short by an interrupt or by the drain bound says in the history.
+const CANCELLED: &str = "cancelled: the run was interrupted or the phase's drain bound passed";
 
 /// How long in-flight operations may take to finish once a phase's time is up.
 fn drain_bound(w: &Workload) -> Duration {
@@ -264,6 +271,7 @@ pub async fn run_phase(
         fifo,
         schedule_lag: w.rate.map(|_| Mutex::new(new_histogram())),
         first_keys: Mutex::new(vec![Vec::new(); w.clients.min(SAMPLE_CLIENTS)]),
+        in_flight: AtomicU64::new(0),
     });
 
     let mut hlog = match &out.hlog {
@@ -306,8 +314,16 @@ pub async fn run_phase(
     let mut series = Vec::new();
     let mut merged = new_histogram();
     let mut next_tick = started + Duration::from_secs(1);
+    let backlog = |at: Instant| {
+        w.rate.map(|r| {
+            let due = (at.saturating_duration_since(started).as_secs_f64() * r).floor() as u64;
+            let due = w.ops.map_or(due, |n| due.min(n));
+            due.saturating_sub(shared.next_op.load(Ordering::Relaxed))
+        })
+    };
     let mut emit = |t: u32, from: Instant, to: Instant, series: &mut Vec<TimePoint>, merged: &mut Histogram<u64>| {
-        let point = shared.recorder.tick(t, merged);
+        let mut point = shared.recorder.tick(t, merged);
+        point.backlog = backlog(to);
         if let Some(h) = hlog.as_mut() {
             let _ = h.append(merged, from - started, to - from);
         }
@@ -337,6 +353,8 @@ pub async fn run_phase(
     };
     stop.cancel();
     faults_stop.cancel();
+    let in_flight_at_end = shared.in_flight.load(Ordering::SeqCst);
+    let backlog_at_end = backlog(stopped_at);
     // Let operations in flight finish (so the history ends resolved), within a bound.
     let drain_until = tokio::time::Instant::now() + drain_bound(w);
     loop {
@@ -383,6 +401,8 @@ pub async fn run_phase(
         scheduled,
         first_keys,
         nemesis,
+        in_flight_at_end,
+        backlog_at_end,
     })
 }
 
@@ -480,12 +500,14 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
         }
         let key = k as u32;
         sh.op(Record::Invoke { p, f: Op::Acquire, key, ns: sh.hist_ns(t0) });
+        sh.in_flight.fetch_add(1, Ordering::SeqCst);
         let r = tokio::select! {
             r = client.acquire(&sh.keys[k], &opts) => r,
-            _ = sh.abort.cancelled() => Err(LockError::Indeterminate("cancelled: the run was interrupted".into())),
+            _ = sh.abort.cancelled() => Err(LockError::Indeterminate(CANCELLED.into())),
         };
+        sh.in_flight.fetch_sub(1, Ordering::SeqCst);
         let got = Instant::now();
-        sh.completion(p, Op::Acquire, key, got, &r.as_ref().map(|l| l.token.map(|t| t.0)).map_err(Clone::clone));
+        sh.completion(p, Op::Acquire, key, got, r.as_ref().map(|l| l.token.map(|t| t.0)));
         let mut retire = false;
         match r {
             Ok(lease) => {
@@ -500,7 +522,7 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
                     sh.recorder.handoff(c, gap, measured);
                 }
                 let rec = {
-                    let mut section = sh.resource.enter(k, lease.token);
+                    let mut section = sh.resource.enter_lease(k, &lease);
                     section.read_sleep_write(hold).await;
                     section.exit();
                     section.record()
@@ -510,7 +532,7 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
                 sh.last_release[k].store(sh.nanos(t1).max(1), Ordering::Release);
                 sh.op(Record::Invoke { p, f: Op::Release, key, ns: sh.hist_ns(t1) });
                 let rr = client.release(lease).await;
-                sh.completion(p, Op::Release, key, Instant::now(), &rr.clone().map(|_| None));
+                sh.completion(p, Op::Release, key, Instant::now(), rr.as_ref().map(|_| None));
                 match rr {
                     Ok(()) => sh.recorder.released(c, t1.elapsed(), measured),
                     Err(e) => {
@@ -526,9 +548,23 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
                     f.leave(k, c);
                 }
                 if e.is_contention() {
-                    sh.recorder.timed_out(c, measured);
+                    sh.recorder.timed_out(c, got - due, measured);
+                    // A try-lock (`--wait-timeout 0s`) that finds the key busy returns at
+                    // once: wait a retry interval, as a polling client would, rather than spin
+                    // (a spinning task starves the others, the ticker and the lock's holder).
+                    if opts.wait.is_zero() {
+                        let pause = opts.retry_interval.max(Duration::from_millis(1));
+                        if !sleep_until(&sh, Instant::now() + pause).await {
+                            break;
+                        }
+                    }
+                } else if sh.abort.is_cancelled() && matches!(&e, LockError::Indeterminate(m) if m == CANCELLED) {
+                    // Cut short by us, not failed by the lock; its outcome is still unknown,
+                    // so the process is retired like any other `info`.
+                    sh.recorder.cancelled(c);
+                    retire = true;
                 } else {
-                    sh.recorder.failed(c, e.kind());
+                    sh.recorder.acquire_failed(c, e.kind(), got - due, measured);
                     retire = !e.is_definite();
                     // A server that refuses is not hammered: back off a little.
                     if !retire && !sleep_until(&sh, Instant::now() + Duration::from_millis(50)).await {

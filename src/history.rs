@@ -63,6 +63,10 @@ pub enum Record {
         key: u32,
         ns: u64,
         error: String,
+        /// The error's kind (`timeout`, `busy`, `unavailable`, ...): `timeout` and `busy` say
+        /// the lock was held by someone else.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
     },
     Info {
         p: u64,
@@ -85,6 +89,9 @@ pub enum Record {
         read: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         write_seq: Option<u64>,
+        /// The holder's lease was already lost (or past its validity) when it entered.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lease_lost: bool,
     },
     /// A fault starting or ending.
     Nemesis {
@@ -122,6 +129,17 @@ impl Record {
             read_seq: rec.read_seq,
             read: rec.read_value,
             write_seq: rec.write_seq,
+            lease_lost: rec.lease_lost,
+        }
+    }
+
+    /// The completion of `p`'s operation: `ok` (with the token of an acquire), `fail` when
+    /// the error says the operation had no effect, `info` when its outcome is unknown.
+    pub fn completion(p: u64, f: Op, key: u32, ns: u64, r: Result<Option<u64>, &dlbench_core::LockError>) -> Record {
+        match r {
+            Ok(token) => Record::Ok { p, f, key, ns, token },
+            Err(e) if e.is_definite() => Record::Fail { p, f, key, ns, error: e.to_string(), kind: Some(e.kind().to_string()) },
+            Err(e) => Record::Info { p, f, key, ns, error: e.to_string() },
         }
     }
 }

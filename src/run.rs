@@ -9,7 +9,7 @@ use std::time::Duration;
 use dlbench_core::Backend;
 use tokio_util::sync::CancellationToken;
 
-use crate::checker::{self, SegmentVerdict};
+use crate::checker::{self, SegmentVerdict, Validity};
 use crate::connect::{self, Timeouts};
 use crate::driver::{self, FaultRunner, PhaseOutputs, PhaseResult};
 use crate::history::{self, HistoryWriter};
@@ -24,6 +24,9 @@ use crate::target::external::ExternalTarget;
 use crate::target::local::{bins, LocalTarget, TargetOptions};
 use crate::verdict::FencingMode;
 use crate::workload::Workload;
+
+/// The hold a faulted phase uses when its workload holds 0 and no `--hold` was given.
+pub const FAULT_HOLD: Duration = Duration::from_millis(10);
 
 /// Whether a run keeps its history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -49,6 +52,9 @@ pub struct RunPlan {
     pub fencing: FencingMode,
     /// Stream the history (and check it at the end).
     pub history: HistoryMode,
+    /// Exit 1 on an invalid verdict and 3 on an unknown one (Jepsen's convention); off for
+    /// exploratory runs (`--no-fail-on-violation`).
+    pub fail_on_violation: bool,
     pub target: TargetChoice,
 }
 
@@ -300,7 +306,10 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                 history: history.clone().map(|h| (h, kind.name().to_string())),
                 faults,
             };
-            let p = driver::run_phase(backend.clone(), w, &dir.id, &cancel, outputs).await;
+            // Keys are named after the run and the workload; the phases of a sweep get keys
+            // of their own, so no claim left by one phase can block the next.
+            let key_scope = if sweep { format!("{}-c{}", dir.id, w.clients) } else { dir.id.clone() };
+            let p = driver::run_phase(backend.clone(), w, &key_scope, &cancel, outputs).await;
             progress.finish();
             let p = p?;
             report_phase(kind, w, &p);
@@ -314,23 +323,50 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     }
     drop(target); // stop the servers before checking, so the table is the last thing said
 
-    if let Some(h) = &history {
-        h.close()?;
-        let verdicts = check_history(&history_path)?;
-        attach(&mut summary, &verdicts, plan.fencing, !plan.nemesis.is_empty());
-        dir.write_json("checks.json", &verdicts)?;
-    }
+    let verdicts = match &history {
+        Some(h) => {
+            h.close()?;
+            let v = check_history(&history_path)?;
+            dir.write_json("checks.json", &v)?;
+            v
+        }
+        None => Vec::new(),
+    };
+    attach(&mut summary, &verdicts, plan.fencing);
     summary.finish(!cancel.is_cancelled());
     dir.write_json("summary.json", &summary)?;
     if let Err(e) = crate::report::render(&dir.path) {
         eprintln!("dlbench: the report could not be written: {e:#}");
     }
     println!("{}", summary::table(&summary));
-    if !plan.nemesis.is_empty() || plan.fencing != FencingMode::Both {
+    if summary.faults_applied() {
         println!("{}", summary::ap_cp_table(&summary));
+    } else if !plan.nemesis.is_empty() {
+        println!("No fault was applied (every one was skipped): no AP / CP class can be observed.\n");
     }
     println!("results: {}", dir.path.join("summary.json").display());
-    Ok(if summary.complete { 0 } else { 130 })
+    if !summary.complete {
+        return Ok(130);
+    }
+    let worst = summary.worst();
+    if worst != Validity::Valid {
+        let what = if worst == Validity::Invalid { "invalid" } else { "unknown" };
+        if plan.fail_on_violation {
+            eprintln!("dlbench: verdict {what} (see the table and checks.json); exit {}", exit_code(worst));
+            return Ok(exit_code(worst));
+        }
+        eprintln!("dlbench: verdict {what}; exit 0 because of --no-fail-on-violation");
+    }
+    Ok(0)
+}
+
+/// Jepsen's convention, as `dlbench check` uses it: 0 valid, 1 invalid, 3 unknown.
+pub fn exit_code(v: Validity) -> i32 {
+    match v {
+        Validity::Valid => 0,
+        Validity::Invalid => 1,
+        Validity::Unknown => 3,
+    }
 }
 
 fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
@@ -345,8 +381,8 @@ fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
     );
     if let Some(ol) = ws.open_loop.as_ref().filter(|o| o.behind_schedule) {
         eprintln!(
-            "dlbench: {kind:<9} {:<10} WARNING: the driver fell behind its schedule: {} of {} due operations \\
-             completed, free clients started them up to {:.1} ms late (p99); raise --clients or lower --rate. \\
+            "dlbench: {kind:<9} {:<10} WARNING: the driver fell behind its schedule: {} of {} due operations \
+             completed, free clients started them up to {:.1} ms late (p99); raise --clients or lower --rate. \
              Latency still counts from each intended start.",
             w.name, ol.completed, ol.scheduled, ol.schedule_lag_ms.p99
         );
@@ -360,11 +396,14 @@ pub fn check_history(path: &std::path::Path) -> anyhow::Result<Vec<SegmentVerdic
     Ok(out)
 }
 
-/// Hand each backend its segments' verdicts, in phase order.
-pub fn attach(summary: &mut Summary, verdicts: &[SegmentVerdict], mode: FencingMode, faults: bool) {
+/// Hand each backend its segments' verdicts, in phase order, and derive its verdicts.
+pub fn attach(summary: &mut Summary, verdicts: &[SegmentVerdict], mode: FencingMode) {
     for b in &mut summary.backends {
+        if b.failure.is_some() {
+            continue;
+        }
         let mine: Vec<SegmentVerdict> = verdicts.iter().filter(|v| v.backend == b.name).cloned().collect();
-        b.attach_checks(&mine, mode, faults);
+        b.attach_checks(&mine, mode);
     }
 }
 

@@ -37,10 +37,18 @@ pub struct Totals {
     pub release: Histogram<u64>,
     /// From a holder's release to the next holder's acquisition of the same key.
     pub handoff: Histogram<u64>,
+    /// Acquires that ended in contention (wait timeout, busy): how long until they did
+    /// (YCSB's FAILED series: failures are not dropped from the latency picture).
+    pub timeout_latency: Histogram<u64>,
+    /// Acquires that failed otherwise (unavailable, unknown outcome, ...): how long until they did.
+    pub error_latency: Histogram<u64>,
     pub acquired: u64,
     pub timeouts: u64,
     /// Non-contention failures by kind (`unavailable`, `indeterminate`, ...).
     pub errors: BTreeMap<&'static str, u64>,
+    /// Acquires cut short by an interrupt or the end-of-phase drain bound: neither a success
+    /// nor a failure of the lock.
+    pub cancelled: u64,
 }
 
 impl Default for Totals {
@@ -50,9 +58,12 @@ impl Default for Totals {
             service: new_histogram(),
             release: new_histogram(),
             handoff: new_histogram(),
+            timeout_latency: new_histogram(),
+            error_latency: new_histogram(),
             acquired: 0,
             timeouts: 0,
             errors: BTreeMap::new(),
+            cancelled: 0,
         }
     }
 }
@@ -63,8 +74,11 @@ impl Totals {
         self.service.add(&o.service).expect("same bounds");
         self.release.add(&o.release).expect("same bounds");
         self.handoff.add(&o.handoff).expect("same bounds");
+        self.timeout_latency.add(&o.timeout_latency).expect("same bounds");
+        self.error_latency.add(&o.error_latency).expect("same bounds");
         self.acquired += o.acquired;
         self.timeouts += o.timeouts;
+        self.cancelled += o.cancelled;
         for (k, v) in &o.errors {
             *self.errors.entry(k).or_default() += v;
         }
@@ -105,6 +119,9 @@ pub struct TimePoint {
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
+    /// Open loop: operations due by the end of this second that no client had started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
 }
 
 /// The sharded recorder one phase writes into.
@@ -155,18 +172,36 @@ impl Recorder {
         }
     }
 
-    pub fn timed_out(&self, client: usize, measured: bool) {
+    /// An acquire that ended in contention after `latency`.
+    pub fn timed_out(&self, client: usize, latency: Duration, measured: bool) {
         let mut s = self.shard(client);
         s.interval.timeouts += 1;
         if measured {
             s.total.timeouts += 1;
+            s.total.timeout_latency.saturating_record(us(latency));
         }
     }
 
+    /// A failure that is not an acquire's (connecting a client, a release).
     pub fn failed(&self, client: usize, kind: &'static str) {
         let mut s = self.shard(client);
         s.interval.failed += 1;
         *s.total.errors.entry(kind).or_default() += 1;
+    }
+
+    /// An acquire that failed (not by contention) after `latency`.
+    pub fn acquire_failed(&self, client: usize, kind: &'static str, latency: Duration, measured: bool) {
+        let mut s = self.shard(client);
+        s.interval.failed += 1;
+        *s.total.errors.entry(kind).or_default() += 1;
+        if measured {
+            s.total.error_latency.saturating_record(us(latency));
+        }
+    }
+
+    /// An operation cut short by an interrupt or the drain bound.
+    pub fn cancelled(&self, client: usize) {
+        self.shard(client).total.cancelled += 1;
     }
 
     pub fn totals(&self) -> Totals {
@@ -194,7 +229,7 @@ impl Recorder {
             timeouts += std::mem::take(&mut s.interval.timeouts);
         }
         let q = |x: f64| if merged.is_empty() { 0 } else { merged.value_at_quantile(x) };
-        TimePoint { t, ok, failed, timeouts, p50_us: q(0.5), p99_us: q(0.99), max_us: merged.max() }
+        TimePoint { t, ok, failed, timeouts, p50_us: q(0.5), p99_us: q(0.99), max_us: merged.max(), backlog: None }
     }
 }
 
@@ -297,12 +332,13 @@ mod tests {
             }
         }
         r.failed(3, "unavailable");
-        r.timed_out(1, true);
+        r.timed_out(1, Duration::from_millis(5), true);
         let t = r.totals();
         assert_eq!(t.acquired, 100);
         assert_eq!(t.acquire.len(), 100);
         assert_eq!(t.error_count(), 1);
         assert_eq!(t.timeouts, 1);
+        assert_eq!(t.timeout_latency.len(), 1, "a timeout has a latency of its own");
         assert_eq!(Percentiles::of(&t.acquire).max, 199);
         assert_eq!(r.per_client(), vec![25, 25, 25, 25]);
     }

@@ -49,6 +49,11 @@ pub struct OpenLoop {
     pub completed: u64,
     /// How late a free client started a due operation: the driver's own lag.
     pub schedule_lag_ms: LagMs,
+    /// Operations due that no client had started: at the end, and the most at any second.
+    #[serde(default)]
+    pub backlog_at_end: u64,
+    #[serde(default)]
+    pub backlog_max: u64,
     /// True when the driver could not keep the schedule: too few clients, or a starved
     /// driver. Latency then still counts from the intended start, so it stays honest.
     pub behind_schedule: bool,
@@ -79,6 +84,13 @@ pub struct WorkloadSummary {
     pub service_latency_us: Percentiles,
     pub release_latency_us: Percentiles,
     pub handoff_latency_us: Percentiles,
+    /// Acquires that ended in contention (wait timeout, busy), until they did (from the
+    /// intended start in open loop): failures in a series of their own, never dropped.
+    #[serde(default)]
+    pub timeout_latency_us: Percentiles,
+    /// Acquires that failed otherwise, until they did.
+    #[serde(default)]
+    pub error_latency_us: Percentiles,
     /// Jain's index over acquisitions per client (1 = perfectly even).
     pub fairness_jain: Option<f64>,
     /// Grants out of arrival order, for backends that promise FIFO.
@@ -93,6 +105,12 @@ pub struct WorkloadSummary {
     pub errors: u64,
     pub error_kinds: BTreeMap<String, u64>,
     pub timeouts: u64,
+    /// Acquires cut short by an interrupt or the drain bound (not errors of the lock).
+    #[serde(default)]
+    pub cancelled: u64,
+    /// Acquires in flight when the phase's time was up (counted as they finished).
+    #[serde(default)]
+    pub in_flight_at_end: u64,
     pub retired_clients: u64,
     pub sections: u64,
     pub overlaps: u64,
@@ -101,9 +119,28 @@ pub struct WorkloadSummary {
     pub stale_tokens: u64,
     /// With fencing: updates lost on the register that refuses stale tokens.
     pub lost_updates_fenced: u64,
-    /// With fencing: sections whose stale request was refused.
+    /// With fencing: sections whose request was refused (stale or not).
     pub rejected: u64,
-    /// Availability during the phase's faults (the whole phase without faults).
+    /// With fencing: refusals of superseded holders (what fencing is for).
+    #[serde(default)]
+    pub stale_refused: u64,
+    /// With fencing: holders with a valid lease refused because of an earlier token.
+    #[serde(default)]
+    pub legit_refused: u64,
+    /// Sections that entered, lease valid, with a token not above an earlier section's.
+    #[serde(default)]
+    pub token_inversions: u64,
+    /// Sections whose holder's lease was already lost when they entered.
+    #[serde(default)]
+    pub entered_expired: u64,
+    /// Mean over keys of the fraction of wall time some holder was inside a section: how
+    /// likely a second holder would have been seen. Below 20% the evidence is weak.
+    #[serde(default)]
+    pub exposure: Option<f64>,
+    /// The same fraction on the busiest key.
+    #[serde(default)]
+    pub busiest_key_exposure: Option<f64>,
+    /// Availability during the phase's applied faults (absent without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<Availability>,
     /// The history checkers' answers (evidence in checks.json).
@@ -111,8 +148,51 @@ pub struct WorkloadSummary {
     pub checks: Vec<CheckBrief>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validity: Option<Validity>,
+    /// This phase's verdict (see `verdict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
     #[serde(default)]
     pub nemesis: Vec<NemesisEvent>,
+}
+
+impl WorkloadSummary {
+    /// Faults that were applied in this phase (started; skipped ones are not), by name.
+    pub fn faults_applied(&self) -> Vec<String> {
+        dedup(self.nemesis.iter().filter(|e| e.phase == "start").map(|e| e.f.clone()))
+    }
+
+    /// Faults the target could not apply in this phase.
+    pub fn faults_skipped(&self) -> Vec<String> {
+        dedup(self.nemesis.iter().filter(|e| e.phase == "skipped").map(|e| e.f.clone()))
+    }
+
+    fn measured(&self, has_tokens: bool, claimed: &str) -> Measured {
+        Measured {
+            overlaps: self.overlaps,
+            lost_updates: self.lost_updates,
+            lost_updates_fenced: self.lost_updates_fenced,
+            rejected: self.rejected,
+            legit_refused: self.legit_refused,
+            token_inversions: self.token_inversions,
+            has_tokens,
+            checks: self.checks.clone(),
+            availability: self.availability.clone(),
+            claimed: claimed.to_string(),
+            faults_applied: self.faults_applied(),
+            faults_skipped: self.faults_skipped(),
+            exposure: self.exposure,
+        }
+    }
+}
+
+fn dedup(it: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
 }
 
 /// One backend over all its phases.
@@ -141,6 +221,10 @@ pub struct BackendSummary {
     pub stale_tokens: u64,
     pub lost_updates_fenced: u64,
     pub rejected: u64,
+    #[serde(default)]
+    pub legit_refused: u64,
+    #[serde(default)]
+    pub token_inversions: u64,
     /// Availability during faults, over all workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<Availability>,
@@ -216,6 +300,16 @@ impl Summary {
         }
     }
 
+    /// True when some fault was applied (not merely asked for) in some phase.
+    pub fn faults_applied(&self) -> bool {
+        self.backends.iter().flat_map(|b| &b.workloads).any(|w| !w.faults_applied().is_empty())
+    }
+
+    /// The worst verdict over every backend: what the exit status says.
+    pub fn worst(&self) -> Validity {
+        self.backends.iter().filter_map(|b| b.verdict.as_ref().map(|v| v.valid)).max().unwrap_or(Validity::Valid)
+    }
+
     /// Mark the run finished (or interrupted) now.
     pub fn finish(&mut self, complete: bool) {
         self.complete = complete;
@@ -245,8 +339,12 @@ impl WorkloadSummary {
                 // them over 10 ms late at p99: the schedule was not kept.
                 behind_schedule: (completed as f64) < scheduled as f64 * 0.95 || lag.p99 > 10.0,
                 schedule_lag_ms: lag,
+                backlog_at_end: p.backlog_at_end.unwrap_or(0),
+                backlog_max: p.timeseries.iter().filter_map(|t| t.backlog).max().unwrap_or(0),
             }
         });
+        let r = &p.resource;
+        let round4 = |x: Option<f64>| x.map(|v| (v * 10000.0).round() / 10000.0);
         WorkloadSummary {
             name: p.workload.name.clone(),
             clients: p.workload.clients,
@@ -260,6 +358,8 @@ impl WorkloadSummary {
             service_latency_us: Percentiles::of(&p.totals.service),
             release_latency_us: Percentiles::of(&p.totals.release),
             handoff_latency_us: Percentiles::of(&p.totals.handoff),
+            timeout_latency_us: Percentiles::of(&p.totals.timeout_latency),
+            error_latency_us: Percentiles::of(&p.totals.error_latency),
             fairness_jain: jain(&p.per_client).map(|j| (j * 10000.0).round() / 10000.0),
             fifo_violations: p.fifo_violations,
             driver_lag_ms: LagMs::of(&p.driver_lag),
@@ -269,16 +369,25 @@ impl WorkloadSummary {
             errors: p.totals.error_count(),
             error_kinds: p.totals.errors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             timeouts: p.totals.timeouts,
+            cancelled: p.totals.cancelled,
+            in_flight_at_end: p.in_flight_at_end,
             retired_clients: p.retired,
-            sections: p.resource.total.sections,
-            overlaps: p.resource.total.overlaps,
-            lost_updates: p.resource.total.lost_updates,
-            stale_tokens: p.resource.total.stale_tokens,
-            lost_updates_fenced: p.resource.total.lost_updates_fenced,
-            rejected: p.resource.total.rejected,
+            sections: r.total.sections,
+            overlaps: r.total.overlaps,
+            lost_updates: r.total.lost_updates,
+            stale_tokens: r.total.stale_tokens,
+            lost_updates_fenced: r.total.lost_updates_fenced,
+            rejected: r.total.rejected,
+            stale_refused: r.total.stale_refused(),
+            legit_refused: r.total.legit_refused,
+            token_inversions: r.total.token_inversions,
+            entered_expired: r.total.entered_expired,
+            exposure: round4(r.exposure()),
+            busiest_key_exposure: round4(r.busiest_key_exposure()),
             availability: None,
             checks: Vec::new(),
             validity: None,
+            verdict: None,
             nemesis: p.nemesis.clone(),
         }
     }
@@ -317,6 +426,8 @@ impl BackendSummary {
             stale_tokens: workloads.iter().map(|w| w.stale_tokens).sum(),
             lost_updates_fenced: workloads.iter().map(|w| w.lost_updates_fenced).sum(),
             rejected: workloads.iter().map(|w| w.rejected).sum(),
+            legit_refused: workloads.iter().map(|w| w.legit_refused).sum(),
+            token_inversions: workloads.iter().map(|w| w.token_inversions).sum(),
             availability: None,
             validity: None,
             verdict: None,
@@ -326,32 +437,49 @@ impl BackendSummary {
         }
     }
 
-    /// Attach the checkers' verdicts (one per workload, in order) and derive the verdict.
-    pub fn attach_checks(&mut self, verdicts: &[SegmentVerdict], mode: FencingMode, faults_ran: bool) {
-        for (w, v) in self.workloads.iter_mut().zip(verdicts) {
-            w.checks = verdict::briefs(v);
-            w.validity = Some(v.valid);
-            w.availability = v
-                .results
-                .iter()
-                .find(|r| r.checker == "availability")
-                .and_then(Availability::from_check)
-                .filter(|_| faults_ran);
+    /// Attach the checkers' verdicts (one per workload, in order; none when no history was
+    /// kept) and derive each phase's verdict and the backend's.
+    pub fn attach_checks(&mut self, verdicts: &[SegmentVerdict], mode: FencingMode) {
+        let has_tokens = self.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false);
+        let claimed = self
+            .capabilities
+            .as_ref()
+            .and_then(|c| c["consistency"].as_str())
+            .map(|c| c.to_uppercase())
+            .unwrap_or_else(|| "unknown".into());
+        for (i, w) in self.workloads.iter_mut().enumerate() {
+            if let Some(v) = verdicts.get(i) {
+                w.checks = verdict::briefs(v);
+                w.validity = Some(v.valid);
+                w.availability = v
+                    .results
+                    .iter()
+                    .find(|r| r.checker == "availability")
+                    .and_then(Availability::from_check)
+                    .filter(|_| !w.faults_applied().is_empty());
+            }
+            w.verdict = Some(verdict::verdict(&w.measured(has_tokens, &claimed), mode));
         }
         self.validity = verdicts.iter().map(|v| v.valid).max();
         self.availability = Availability::combine(self.workloads.iter().filter_map(|w| w.availability.as_ref()));
-        let has_tokens = self.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false);
-        self.verdict = Some(verdict::verdict(
-            &Measured {
-                overlaps: self.overlaps,
-                lost_updates: self.lost_updates,
-                lost_updates_fenced: self.lost_updates_fenced,
-                rejected: self.rejected,
-                has_tokens,
-                availability: self.availability.clone(),
-            },
-            mode,
-        ));
+        // The backend's verdict: every phase's counts and checks; evidence as weak as the
+        // weakest phase.
+        let m = Measured {
+            overlaps: self.overlaps,
+            lost_updates: self.lost_updates,
+            lost_updates_fenced: self.lost_updates_fenced,
+            rejected: self.rejected,
+            legit_refused: self.legit_refused,
+            token_inversions: self.token_inversions,
+            has_tokens,
+            checks: self.workloads.iter().flat_map(|w| w.checks.clone()).collect(),
+            availability: self.availability.clone(),
+            claimed,
+            faults_applied: dedup(self.workloads.iter().flat_map(|w| w.faults_applied())),
+            faults_skipped: dedup(self.workloads.iter().flat_map(|w| w.faults_skipped())),
+            exposure: self.workloads.iter().filter_map(|w| w.exposure).reduce(f64::min),
+        };
+        self.verdict = Some(verdict::verdict(&m, mode));
     }
 
     pub fn failed(name: &str, why: String) -> Self {
@@ -373,6 +501,8 @@ impl BackendSummary {
             stale_tokens: 0,
             lost_updates_fenced: 0,
             rejected: 0,
+            legit_refused: 0,
+            token_inversions: 0,
             availability: None,
             validity: None,
             verdict: None,
@@ -387,11 +517,24 @@ fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)
 }
 
-const COLS: usize = 14;
+const COLS: usize = 16;
 const HEADER: [&str; COLS] = [
     "backend", "workload", "clients", "keys", "acq/s", "p50 ms", "p99 ms", "p99.9 ms", "handoff p50", "fair", "errors",
-    "overlaps", "lost upd", "stale tok",
+    "overlaps", "lost upd", "stale tok", "expo %", "verdict",
 ];
+
+/// `safe`, `safe (weak)` when the exposure was too low to see a second holder, and so on.
+fn verdict_cell(v: Option<&Verdict>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v.evidence == "strong" => v.safety.clone(),
+        Some(v) => format!("{} ({})", v.safety, v.evidence),
+    }
+}
+
+fn has_tokens(b: &BackendSummary) -> bool {
+    b.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false)
+}
 
 fn rows(s: &Summary) -> Vec<[String; COLS]> {
     let mut out = Vec::new();
@@ -418,7 +561,9 @@ fn rows(s: &Summary) -> Vec<[String; COLS]> {
                 w.errors.to_string(),
                 w.overlaps.to_string(),
                 w.lost_updates.to_string(),
-                w.stale_tokens.to_string(),
+                if has_tokens(b) { w.stale_tokens.to_string() } else { "n/a".into() },
+                w.exposure.map(|e| format!("{:.1}", e * 100.0)).unwrap_or_else(|| "-".into()),
+                verdict_cell(w.verdict.as_ref()),
             ]);
         }
     }
@@ -479,7 +624,9 @@ pub fn markdown(s: &Summary) -> String {
          p50/p99/p99.9: acquire latency. errors: failures other than contention timeouts. \
          overlaps: critical sections that began while another holder of the same key was inside, \
          seen at the protected resource. lost upd: read-modify-write updates overwritten by a concurrent \
-         holder. stale tok: fencing tokens presented out of order. handoff p50: median time from one holder's release \
+         holder. stale tok: fencing tokens presented out of order (n/a: the backend has none). expo %: how much of \
+         the wall time some holder was inside its critical section (mean over keys); below 20% a second holder \
+         would mostly go unseen, and the verdict says \"weak\". handoff p50: median time from one holder's release \
          to the next holder's acquisition of the same key. fair: Jain's index over acquisitions per client \
          (1 = even, 1/clients = one client got everything). In open-loop workloads latency counts from each \
          operation's intended start.\n",
@@ -496,35 +643,51 @@ pub fn markdown(s: &Summary) -> String {
     out
 }
 
-/// The AP / CP table: per backend, speed, availability under the faults, safety without and
-/// with fencing, and the verdict those figures make.
+/// The AP / CP table: per backend and workload, speed, availability under the faults that
+/// were applied, safety without and with fencing, the evidence, and the class claimed beside
+/// the class observed.
 pub fn ap_cp_table(s: &Summary) -> String {
     let header = [
-        "backend", "acq/s", "p99 ms", "avail %", "longest gap ms", "recovery ms", "overlaps", "lost upd (no fence)",
-        "stale refused (fence)", "lost upd (fence)", "checks", "verdict",
+        "backend", "workload", "acq/s", "p99 ms", "avail", "recovery ms", "overlaps", "lost upd (no fence)", "fencing",
+        "evidence", "claims", "observed", "verdict",
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
     for b in &s.backends {
         if b.failure.is_some() {
             continue;
         }
-        let a = b.availability.as_ref();
-        let tokens = b.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false);
-        let fenced = |v: u64| if tokens { v.to_string() } else { "no tokens".to_string() };
-        rows.push(vec![
-            b.name.clone(),
-            format!("{:.0}", b.ops_per_sec),
-            ms(b.acquire_latency_us.p99),
-            a.map(|a| format!("{:.1}", a.success_seconds_pct)).unwrap_or_else(|| "-".into()),
-            a.map(|a| a.longest_gap_ms.to_string()).unwrap_or_else(|| "-".into()),
-            a.map(|a| a.recovery_ms.to_string()).unwrap_or_else(|| "-".into()),
-            b.overlaps.to_string(),
-            b.lost_updates.to_string(),
-            fenced(b.rejected),
-            if tokens { b.lost_updates_fenced.to_string() } else { b.lost_updates_fenced.to_string() + " (no tokens)" },
-            b.validity.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
-            b.verdict.as_ref().map(|v| format!("{} [{}]", v.safety, v.class)).unwrap_or_default(),
-        ]);
+        for w in &b.workloads {
+            let v = w.verdict.as_ref();
+            let a = w.availability.as_ref();
+            rows.push(vec![
+                b.name.clone(),
+                w.name.clone(),
+                format!("{:.0}", w.ops_per_sec),
+                ms(w.acquire_latency_us.p99),
+                a.map(|a| match a.ratio {
+                    Some(r) => format!("{:.0}% {}", r * 100.0, a.label()),
+                    None => a.label().to_string(),
+                })
+                .unwrap_or_else(|| "-".into()),
+                a.map(|a| a.recovery_ms.to_string()).unwrap_or_else(|| "-".into()),
+                w.overlaps.to_string(),
+                w.lost_updates.to_string(),
+                v.map(|v| v.fencing.clone()).unwrap_or_default(),
+                v.map(|v| match v.exposure {
+                    Some(e) => format!("{} ({:.0}%)", v.evidence, e * 100.0),
+                    None => v.evidence.clone(),
+                })
+                .unwrap_or_default(),
+                v.map(|v| v.class_claimed.clone()).unwrap_or_default(),
+                v.map(|v| match &v.class_observed {
+                    Some(c) if v.contradiction => format!("{c} (contradicts)"),
+                    Some(c) => c.clone(),
+                    None => "not tested".into(),
+                })
+                .unwrap_or_default(),
+                v.map(|v| v.safety.clone()).unwrap_or_default(),
+            ]);
+        }
     }
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in &rows {
@@ -535,7 +698,7 @@ pub fn ap_cp_table(s: &Summary) -> String {
     let mut out = String::new();
     let line = |cells: Vec<String>, out: &mut String| {
         for (i, c) in cells.iter().enumerate() {
-            if i == 0 || i >= 10 {
+            if i <= 1 || i >= 8 {
                 let _ = write!(out, "{:<w$}  ", c, w = width[i]);
             } else {
                 let _ = write!(out, "{:>w$}  ", c, w = width[i]);

@@ -5,15 +5,19 @@
 //!   otherwise the client-side hold intervals).
 //! - [`lost_update`]: replays the resource's reads and writes; a write over a value it did
 //!   not read lost someone's update.
-//! - [`fencing`]: tokens grow in grant order, and a register that refuses stale tokens lost
-//!   nothing (run for backends that hand out tokens).
-//! - [`availability`]: seconds with a success, the longest gap, recovery after each fault.
+//! - [`fencing`]: whether fencing worked: no token inversion, no legitimate holder refused,
+//!   nothing lost on the fenced register (run for backends that hand out tokens).
+//! - [`contention`]: every acquire refused as contended met another process holding or
+//!   taking the key (a lock that reports failure for an acquire that took effect fails it).
+//! - [`availability`]: the grant rate during applied faults against the rate outside them,
+//!   recovery after each heal, the longest gap.
 //!
 //! None of them says `valid` when it cannot decide: an operation whose outcome is unknown
-//! and whose effect could reach past the end of the history makes the mutex checker
-//! `unknown`, never `valid`.
+//! and whose effect could reach past the end of a history without sections makes the mutex
+//! checker `unknown`, never `valid`, and so does a history with no holder at all.
 
 pub mod availability;
+pub mod contention;
 pub mod fencing;
 pub mod lost_update;
 pub mod mutex;
@@ -110,7 +114,7 @@ pub struct SegmentVerdict {
 /// Run all checkers on a segment.
 pub fn check(seg: &Segment) -> SegmentVerdict {
     let h = History::from_segment(seg);
-    let mut results = vec![mutex::check(&h), lost_update::check(&h)];
+    let mut results = vec![mutex::check(&h), lost_update::check(&h), contention::check(&h)];
     // The fencing question does not arise for a backend that declares it has no tokens
     // (Redlock): its answer would only ever be `unknown`, and would mask the others.
     if h.fencing_tokens != Some(false) {

@@ -1,14 +1,23 @@
 //! Mutual exclusion: no two holders of one key at once.
 //!
 //! With section records (what the resource saw), two sections on a key whose
-//! [enter, exit] intervals intersect are a proven violation. Without them (a hand-made
-//! history), a process holds a key from its `ok` acquire to its next release invocation on
-//! that key, or to the end of the history. An acquire whose outcome is unknown (`info`, or
-//! never completed) may hold the key from its invocation until its lease could have expired
-//! (TTL after the invocation; to the end of the history when the TTL is not known): an
-//! overlap with such a window cannot be proven, so it makes the answer `unknown`, and so
-//! does any such window that reaches past the end of the history.
+//! [enter, exit] intervals intersect are a proven violation, and sections are the only way a
+//! holder uses a lock: an acquire whose outcome is unknown never entered the resource (the
+//! driver and the scenarios enter only on `ok`), so it cannot cause damage there and does not
+//! make the answer uncertain.
+//!
+//! Without sections (a hand-made or foreign history), a process holds a key from its `ok`
+//! acquire to its next release invocation on that key, or to the end of the history. An
+//! acquire whose outcome is unknown may hold the key from its invocation until its claim could
+//! have expired: a polling acquire can be granted at any moment until it completes, and a
+//! session lock keeps its claim alive while it waits, so the window runs to completion + TTL
+//! (to the end of time when the TTL is not known, or when the acquire never completed). An
+//! overlap with such a window cannot be proven, so it makes the answer `unknown`, and so does
+//! any such window that reaches past the end of the history.
 
+use std::collections::HashMap;
+
+use super::ops::IntervalIndex;
 use super::{CheckResult, Evidence, History, OpRef, Outcome, Validity, MAX_EVIDENCE};
 use crate::history::Op;
 
@@ -58,24 +67,44 @@ fn definite_holds(h: &History) -> Vec<Hold> {
             })
             .collect();
     }
+    // Client-side holds: from the ok acquire to the same process's next release of the key.
     let mut holds = Vec::new();
-    for (i, o) in h.ops.iter().enumerate() {
-        if o.f != Op::Acquire || o.outcome != Outcome::Ok {
-            continue;
+    let mut open: HashMap<(u64, u32), usize> = HashMap::new();
+    for o in &h.ops {
+        match (o.f, o.outcome) {
+            (Op::Acquire, Outcome::Ok) => {
+                let start = o.complete_ns.unwrap_or(o.invoke_ns);
+                open.insert((o.p, o.key), holds.len());
+                holds.push(Hold { key: o.key, start, end: u64::MAX, op: o.as_ref() });
+            }
+            (Op::Release, _) => {
+                if let Some(i) = open.remove(&(o.p, o.key)) {
+                    holds[i].end = o.invoke_ns;
+                }
+            }
+            _ => {}
         }
-        let start = o.complete_ns.unwrap_or(o.invoke_ns);
-        let end = h.ops[i + 1..]
-            .iter()
-            .find(|r| r.p == o.p && r.key == o.key && r.f == Op::Release)
-            .map(|r| r.invoke_ns)
-            .unwrap_or(h.end_ns.max(start) + 1);
-        holds.push(Hold { key: o.key, start, end, op: o.as_ref() });
+    }
+    for hold in &mut holds {
+        if hold.end == u64::MAX {
+            hold.end = h.end_ns.max(hold.start) + 1;
+        }
     }
     holds
 }
 
+/// The window in which an acquire with unknown outcome may hold its key.
+fn uncertain_window(h: &History, o: &super::OpRecord) -> (u64, u64) {
+    let end = match (o.outcome, o.complete_ns, h.ttl_ns) {
+        (Outcome::Info, Some(c), Some(ttl)) => c.saturating_add(ttl),
+        _ => u64::MAX,
+    };
+    (o.invoke_ns, end)
+}
+
 pub fn check(h: &History) -> CheckResult {
     let definite = definite_holds(h);
+    let from_sections = !h.sections.is_empty();
     let pairs = overlaps(definite.clone());
     let mut r = if !pairs.is_empty() {
         let mut r = CheckResult::new(
@@ -98,47 +127,56 @@ pub fn check(h: &History) -> CheckResult {
             });
         }
         r
+    } else if definite.is_empty() {
+        CheckResult::new("mutual-exclusion", Validity::Unknown, "no holder in the history: nothing to judge")
     } else {
         CheckResult::new("mutual-exclusion", Validity::Valid, "no two holders overlapped")
     };
 
     // Acquires with unknown outcome: windows in which they may have held their key.
-    let uncertain: Vec<Hold> = h
+    let uncertain: Vec<(u64, u64, &super::OpRecord)> = h
         .ops
         .iter()
         .filter(|o| o.f == Op::Acquire && matches!(o.outcome, Outcome::Info | Outcome::Unresolved))
-        .map(|o| Hold {
-            key: o.key,
-            start: o.invoke_ns,
-            end: h.ttl_ns.map_or(u64::MAX, |t| o.invoke_ns.saturating_add(t)),
-            op: o.as_ref(),
+        .map(|o| {
+            let (a, b) = uncertain_window(h, o);
+            (a, b, o)
         })
         .collect();
-    let past_end = uncertain.iter().filter(|u| u.end > h.end_ns).count();
-    let clashing = uncertain
-        .iter()
-        .filter(|u| definite.iter().any(|d| d.key == u.key && d.start < u.end && u.start < d.end && d.op.p != u.op.p))
-        .count();
-    if r.valid == Validity::Valid && (past_end > 0 || (h.sections.is_empty() && clashing > 0)) {
-        r.valid = Validity::Unknown;
-        r.message = format!(
-            "no proven overlap, but {} acquire(s) with unknown outcome may still hold a lock past the end of the history{}",
-            past_end,
-            if h.sections.is_empty() && clashing > 0 {
-                format!(" and {clashing} may have held one while another process did")
-            } else {
-                String::new()
-            }
-        );
-        for u in uncertain.iter().filter(|u| u.end > h.end_ns).take(MAX_EVIDENCE) {
-            r.evidence.push(Evidence { what: "unknown outcome".into(), ops: vec![u.op.clone()] });
+    if !from_sections && r.valid == Validity::Valid && !uncertain.is_empty() {
+        let mut by_key: HashMap<u32, Vec<(u64, u64, u64)>> = HashMap::new();
+        for d in &definite {
+            by_key.entry(d.key).or_default().push((d.start, d.end, d.op.p));
         }
+        let index: HashMap<u32, IntervalIndex> = by_key.into_iter().map(|(k, v)| (k, IntervalIndex::new(v))).collect();
+        let past_end: Vec<_> = uncertain.iter().filter(|u| u.1 > h.end_ns).collect();
+        let clashing = uncertain
+            .iter()
+            .filter(|(a, b, o)| index.get(&o.key).is_some_and(|ix| ix.other_intersects(o.p, *a, *b)))
+            .count();
+        if !past_end.is_empty() || clashing > 0 {
+            r.valid = Validity::Unknown;
+            r.message = format!(
+                "no proven overlap, but {} acquire(s) with unknown outcome may still hold a lock past the end of the history \
+                 and {clashing} may have held one while another process did",
+                past_end.len(),
+            );
+            for u in past_end.iter().take(MAX_EVIDENCE) {
+                r.evidence.push(Evidence { what: "unknown outcome, window open past the end".into(), ops: vec![u.2.as_ref()] });
+            }
+        }
+    }
+    if from_sections && r.valid == Validity::Valid && !uncertain.is_empty() {
+        r.message = format!(
+            "no two holders overlapped at the resource ({} acquire(s) with unknown outcome never entered it)",
+            uncertain.len()
+        );
     }
     r.figures = serde_json::json!({
         "overlaps": pairs.len(),
         "holds": definite.len(),
         "unknown_acquires": uncertain.len(),
-        "from_sections": !h.sections.is_empty(),
+        "from_sections": from_sections,
     });
     r
 }

@@ -25,6 +25,8 @@ pub struct OpRecord {
     pub complete_ns: Option<u64>,
     pub outcome: Outcome,
     pub token: Option<u64>,
+    /// A `fail` that says someone else held the lock (wait timeout, busy).
+    pub contention: bool,
 }
 
 impl OpRecord {
@@ -51,6 +53,8 @@ pub struct SectionOp {
     pub read_seq: Option<u64>,
     pub read: Option<u64>,
     pub write_seq: Option<u64>,
+    /// The holder's lease was lost or past its validity when it entered.
+    pub lease_lost: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -61,12 +65,21 @@ pub struct Fault {
     pub end: Option<u64>,
 }
 
+/// A fault the nemesis could not inject (it is not a fault window).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    pub f: String,
+    pub ns: u64,
+    pub why: String,
+}
+
 /// Everything the checkers need, in invocation order.
 #[derive(Debug, Clone, Default)]
 pub struct History {
     pub ops: Vec<OpRecord>,
     pub sections: Vec<SectionOp>,
     pub faults: Vec<Fault>,
+    pub skipped: Vec<Skipped>,
     /// The last timestamp in the segment.
     pub end_ns: u64,
     pub ttl_ns: Option<u64>,
@@ -100,12 +113,23 @@ impl History {
                         complete_ns: None,
                         outcome: Outcome::Unresolved,
                         token: None,
+                        contention: false,
                     });
                 }
                 Record::Ok { p, ns, token, .. } => complete(&mut h, &mut open, *p, *ns, Outcome::Ok, *token),
-                Record::Fail { p, ns, .. } => complete(&mut h, &mut open, *p, *ns, Outcome::Fail, None),
+                Record::Fail { p, ns, kind, error, .. } => {
+                    let contention = match kind.as_deref() {
+                        Some(k) => k == "timeout" || k == "busy",
+                        // A hand-written history: LockError's contention messages.
+                        None => error.starts_with("not acquired"),
+                    };
+                    if let Some(&i) = open.get(p) {
+                        h.ops[i].contention = contention;
+                    }
+                    complete(&mut h, &mut open, *p, *ns, Outcome::Fail, None)
+                }
                 Record::Info { p, ns, .. } => complete(&mut h, &mut open, *p, *ns, Outcome::Info, None),
-                Record::Section { p, key, token, enter, exit, read_seq, read, write_seq } => {
+                Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost } => {
                     h.end_ns = h.end_ns.max(*exit);
                     h.sections.push(SectionOp {
                         p: *p,
@@ -116,15 +140,18 @@ impl History {
                         read_seq: *read_seq,
                         read: *read,
                         write_seq: *write_seq,
+                        lease_lost: *lease_lost,
                     })
                 }
-                Record::Nemesis { f, phase, targets, ns, .. } => {
-                    if phase == "start" {
-                        h.faults.push(Fault { f: f.clone(), targets: targets.clone(), start: *ns, end: None });
-                    } else if let Some(x) = h.faults.iter_mut().rev().find(|x| x.f == *f && x.end.is_none()) {
-                        x.end = Some(*ns);
+                Record::Nemesis { f, phase, targets, ns, detail } => match phase.as_str() {
+                    "start" => h.faults.push(Fault { f: f.clone(), targets: targets.clone(), start: *ns, end: None }),
+                    "end" => {
+                        if let Some(x) = h.faults.iter_mut().rev().find(|x| x.f == *f && x.end.is_none()) {
+                            x.end = Some(*ns);
+                        }
                     }
-                }
+                    _ => h.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() }),
+                },
             }
         }
         for (i, o) in h.ops.iter().enumerate() {
@@ -159,5 +186,81 @@ fn complete(
         o.complete_ns = Some(ns);
         o.outcome = outcome;
         o.token = token;
+    }
+}
+
+/// Intervals of one key, indexed to answer "does any interval of a process other than `p`
+/// intersect [a, b)?" in O(log n): sorted by start, with the two latest ends (of different
+/// processes) over every prefix.
+pub(super) struct IntervalIndex {
+    starts: Vec<u64>,
+    /// Per prefix: the latest end and its process, and the latest end of any other process.
+    best: Vec<[(u64, u64); 2]>,
+}
+
+impl IntervalIndex {
+    /// `intervals`: (start, end, process).
+    pub fn new(mut intervals: Vec<(u64, u64, u64)>) -> Self {
+        intervals.sort_unstable();
+        let mut starts = Vec::with_capacity(intervals.len());
+        let mut best = Vec::with_capacity(intervals.len());
+        let mut cur = [(0u64, u64::MAX), (0u64, u64::MAX)];
+        for (s, e, p) in intervals {
+            if e > cur[0].0 {
+                if cur[0].1 != p {
+                    cur[1] = cur[0];
+                }
+                cur[0] = (e, p);
+            } else if p != cur[0].1 && e > cur[1].0 {
+                cur[1] = (e, p);
+            }
+            starts.push(s);
+            best.push(cur);
+        }
+        IntervalIndex { starts, best }
+    }
+
+    /// True when an interval of a process other than `p` intersects [a, b).
+    pub fn other_intersects(&self, p: u64, a: u64, b: u64) -> bool {
+        let n = self.starts.partition_point(|&s| s < b);
+        if n == 0 {
+            return false;
+        }
+        let [first, second] = self.best[n - 1];
+        if first.1 != p {
+            first.0 > a
+        } else {
+            second.0 > a && second.1 != u64::MAX
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IntervalIndex;
+
+    /// Against the quadratic definition, on pseudo-random intervals.
+    #[test]
+    fn interval_index_agrees_with_brute_force() {
+        let mut x = 12345u64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..200 {
+            let iv: Vec<(u64, u64, u64)> = (0..rnd(20)).map(|_| {
+                let s = rnd(100);
+                (s, s + 1 + rnd(30), rnd(4))
+            }).collect();
+            let idx = IntervalIndex::new(iv.clone());
+            for _ in 0..20 {
+                let (p, a) = (rnd(4), rnd(120));
+                let b = a + 1 + rnd(20);
+                let brute = iv.iter().any(|&(s, e, q)| q != p && s < b && e > a);
+                assert_eq!(idx.other_intersects(p, a, b), brute, "{iv:?} p={p} [{a},{b})");
+            }
+        }
     }
 }

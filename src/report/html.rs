@@ -122,29 +122,49 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     }
     h.push_str("</dl>");
 
-    // AP / CP table.
-    h.push_str("<h2>AP / CP</h2><table><tr><th>backend</th><th>acq/s</th><th>p99 ms</th><th>avail %</th><th>longest gap ms</th>\
-                <th>recovery ms</th><th>overlaps</th><th>lost upd (no fence)</th><th>stale refused (fence)</th><th>lost upd (fence)</th>\
+    // Verdicts; the AP / CP table when faults were applied.
+    if s.faults_applied() {
+        h.push_str("<h2>AP / CP</h2>");
+    } else {
+        h.push_str("<h2>Verdicts</h2><p>No fault was applied in this run, so no AP / CP class was observed: the class column shows what each backend claims.</p>");
+    }
+    h.push_str("<table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery ms</th>\
+                <th>overlaps</th><th>lost upd (no fence)</th><th>fencing</th><th>evidence</th><th>claims</th><th>observed</th>\
                 <th>checks</th><th>verdict</th></tr>");
     for b in &s.backends {
-        let a = b.availability.as_ref();
-        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-        let check = b.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{check}</td><td class=\"l\">{}</td></tr>",
-            esc(&b.name),
-            b.ops_per_sec,
-            ms(b.acquire_latency_us.p99),
-            opt(a.map(|a| format!("{:.1}", a.success_seconds_pct))),
-            opt(a.map(|a| a.longest_gap_ms.to_string())),
-            opt(a.map(|a| a.recovery_ms.to_string())),
-            b.overlaps,
-            b.lost_updates,
-            b.rejected,
-            b.lost_updates_fenced,
-            esc(&b.verdict.as_ref().map(|v| format!("{} [{}] {}", v.safety, v.class, v.summary)).or(b.failure.clone()).unwrap_or_default()),
-        );
+        if let Some(f) = &b.failure {
+            let _ = write!(h, "<tr><td>{}</td><td class=\"l\" colspan=\"13\">failed: {}</td></tr>", esc(&b.name), esc(f));
+            continue;
+        }
+        for w in &b.workloads {
+            let a = w.availability.as_ref();
+            let v = w.verdict.as_ref();
+            let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+            let check = w.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{check}</td><td class=\"l\">{}</td></tr>",
+                esc(&b.name),
+                esc(&w.name),
+                w.ops_per_sec,
+                ms(w.acquire_latency_us.p99),
+                opt(a.map(|a| match a.ratio {
+                    Some(r) => format!("{:.0}% {}", r * 100.0, a.label()),
+                    None => a.label().to_string(),
+                })),
+                opt(a.map(|a| a.recovery_ms.to_string())),
+                w.overlaps,
+                w.lost_updates,
+                esc(&opt(v.map(|v| v.fencing.clone()))),
+                esc(&opt(v.map(|v| match v.exposure {
+                    Some(e) => format!("{} ({:.1}% exposed)", v.evidence, e * 100.0),
+                    None => v.evidence.clone(),
+                }))),
+                esc(&opt(v.map(|v| v.class_claimed.clone()))),
+                esc(&opt(v.map(|v| v.class_observed.clone().unwrap_or_else(|| "not tested under faults".into())))),
+                esc(&v.map(|v| v.summary.clone()).unwrap_or_default()),
+            );
+        }
     }
     h.push_str("</table>");
 

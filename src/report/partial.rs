@@ -73,6 +73,7 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
                 p50_us: q(h, 0.5),
                 p99_us: q(h, 0.99),
                 max_us: if h.is_empty() { 0 } else { h.max() },
+                backlog: None,
             })
             .collect(),
         errors,
@@ -85,9 +86,46 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
         stale_tokens: fig("fencing", "rejected"),
         lost_updates_fenced: fig("fencing", "lost_updates_fenced"),
         rejected: fig("fencing", "rejected"),
+        stale_refused: fig("fencing", "stale_refused"),
+        legit_refused: fig("fencing", "legit_refused"),
+        token_inversions: fig("fencing", "token_inversions"),
+        entered_expired: h.sections.iter().filter(|s| s.lease_lost).count() as u64,
+        timeout_latency_us: Percentiles::default(),
+        error_latency_us: Percentiles::default(),
+        cancelled: 0,
+        in_flight_at_end: 0,
+        exposure: exposure(&h),
+        busiest_key_exposure: None,
         availability: None,
         checks: crate::verdict::briefs(&v),
         validity: Some(v.valid),
+        verdict: None,
         nemesis: Vec::new(),
     }
+}
+
+/// Mean over the segment's keys of the fraction of its time some section was inside.
+fn exposure(h: &crate::checker::History) -> Option<f64> {
+    if h.sections.is_empty() || h.end_ns == 0 {
+        return None;
+    }
+    let mut by_key: std::collections::BTreeMap<u32, Vec<(u64, u64)>> = Default::default();
+    for s in &h.sections {
+        by_key.entry(s.key).or_default().push((s.enter, s.exit));
+    }
+    let mut busy = 0u64;
+    for v in by_key.values_mut() {
+        v.sort_unstable();
+        let (mut a, mut b) = v[0];
+        for &(s, e) in v.iter().skip(1) {
+            if s > b {
+                busy += b - a;
+                (a, b) = (s, e);
+            } else {
+                b = b.max(e);
+            }
+        }
+        busy += b - a;
+    }
+    Some(busy as f64 / (by_key.len() as f64 * h.end_ns as f64))
 }

@@ -42,12 +42,7 @@ impl Actor {
     }
 
     fn complete(&self, f: Op, r: Result<Option<u64>, &LockError>) {
-        let (p, key, ns) = (self.p, 0, self.ns());
-        self.history.record(&match r {
-            Ok(token) => Record::Ok { p, f, key, ns, token },
-            Err(e) if e.is_definite() => Record::Fail { p, f, key, ns, error: e.to_string() },
-            Err(e) => Record::Info { p, f, key, ns, error: e.to_string() },
-        });
+        self.history.record(&Record::completion(self.p, f, 0, self.ns(), r));
     }
 
     pub async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
@@ -57,8 +52,8 @@ impl Actor {
         self.complete(Op::Acquire, r.as_ref().map(|l| l.token.map(|t| t.0)));
         match &r {
             Ok(_) => self.recorder.acquired(self.p as usize, t0.elapsed(), t0.elapsed(), true),
-            Err(e) if e.is_contention() => self.recorder.timed_out(self.p as usize, true),
-            Err(e) => self.recorder.failed(self.p as usize, e.kind()),
+            Err(e) if e.is_contention() => self.recorder.timed_out(self.p as usize, t0.elapsed(), true),
+            Err(e) => self.recorder.acquire_failed(self.p as usize, e.kind(), t0.elapsed(), true),
         }
         tracing::info!("scenario: {} acquire {key}: {:?}", self.name, r.as_ref().map(|l| l.token));
         r

@@ -101,6 +101,8 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
                     availability: None,
                     notes: Vec::new(),
                     healed,
+                    published: None,
+                    source: None,
                 });
             }
         }
@@ -121,7 +123,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
         backends.push(BackendSummary::new(kind.name(), caps, &owned));
     }
     summary.backends = backends;
-    attach(&mut summary, &verdicts, FencingMode::Both, true);
+    attach(&mut summary, &verdicts, FencingMode::Both);
     for (id, kind, tokens, r, healed) in &done {
         let avail: Vec<Option<Availability>> = r
             .phases

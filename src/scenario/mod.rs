@@ -24,7 +24,7 @@ use crate::kind::BackendKind;
 use crate::nemesis::{FaultSpec, Nemesis};
 use crate::stats::Totals;
 use crate::target::local::{LocalTarget, TargetOptions};
-use crate::verdict::Availability;
+use crate::verdict::{Availability, WEAK_EXPOSURE};
 use crate::workload::Workload;
 use scripts::{Ctx, Forget, Observed, Stall};
 
@@ -36,13 +36,22 @@ pub enum Expect {
     Violation,
     /// No overlap and no lost update.
     NoViolation,
-    /// Stale writes refused and no update lost.
+    /// Stale writes refused, no legitimate write refused, no token inversion, no update lost.
     Rejected,
-    /// The client must be told "not acquired".
+    /// The client must be told "not acquired", and nothing of it may stay on the servers.
     MustFail,
-    /// No violation, and an availability gap that ends (the service recovers).
-    NoViolationWithGap,
+    /// No violation (with holders exposed enough to see one), the fault applied, and a grant
+    /// within [`RECOVERY_BOUND`] of every heal.
+    Recovers,
+    /// As `Recovers`, and the grant rate during the fault at least [`AVAILABLE_SHARE`] of the
+    /// rate outside it.
+    StaysAvailable,
 }
+
+/// The longest a service may take, after a fault heals, to grant the lock again.
+pub const RECOVERY_BOUND: Duration = Duration::from_secs(10);
+/// "Little or no availability loss": the grant rate during the fault over the rate outside it.
+pub const AVAILABLE_SHARE: f64 = 0.5;
 
 impl std::fmt::Display for Expect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -50,10 +59,18 @@ impl std::fmt::Display for Expect {
             Expect::Violation => "violation",
             Expect::NoViolation => "no violation",
             Expect::Rejected => "stale writes rejected",
-            Expect::MustFail => "acquire fails",
-            Expect::NoViolationWithGap => "no violation, a gap, recovery",
+            Expect::MustFail => "acquire fails, nothing left",
+            Expect::Recovers => "no violation, recovers",
+            Expect::StaysAvailable => "no violation, stays available",
         })
     }
+}
+
+/// A published finding an entry reproduces: where, and what it found.
+#[derive(Debug, Clone, Copy)]
+pub struct Published {
+    pub source: &'static str,
+    pub finding: &'static str,
 }
 
 /// One catalogue entry.
@@ -61,6 +78,7 @@ pub struct Scenario {
     pub id: &'static str,
     pub title: &'static str,
     pub applies: fn(BackendKind) -> bool,
+    pub published: Option<Published>,
 }
 
 fn any(k: BackendKind) -> bool {
@@ -70,17 +88,73 @@ fn sessions(k: BackendKind) -> bool {
     matches!(k, BackendKind::Etcd | BackendKind::Zookeeper)
 }
 
+const KLEPPMANN: &str = "Kleppmann, How to do distributed locking (2016)";
+const JEPSEN_ETCD: &str = "Jepsen, etcd 3.4.3 (2020)";
+
 pub const CATALOGUE: &[Scenario] = &[
-    Scenario { id: "S1", title: "holder pauses longer than its TTL or session", applies: any },
-    Scenario { id: "S2", title: "holder's write is delayed past its release", applies: any },
-    Scenario { id: "S3", title: "one Redlock node's clock jumps forward", applies: |k| k == BackendKind::Redlock },
-    Scenario { id: "S4", title: "a Redlock node restarts empty (at once, and after a TTL)", applies: |k| k == BackendKind::Redlock },
-    Scenario { id: "S5", title: "Redis primary fails over before replicating", applies: |k| k == BackendKind::Redis },
-    Scenario { id: "S6", title: "holder partitioned from the quorum", applies: sessions },
-    Scenario { id: "S7", title: "session expires while waiting in the queue", applies: sessions },
-    Scenario { id: "S8", title: "leader killed", applies: sessions },
-    Scenario { id: "S9", title: "a follower paused", applies: sessions },
-    Scenario { id: "S10", title: "PostgreSQL killed and restarted", applies: |k| k == BackendKind::Postgres },
+    Scenario {
+        id: "S1",
+        title: "holder pauses longer than its TTL or session",
+        applies: any,
+        published: Some(Published {
+            source: KLEPPMANN,
+            finding: "a pause longer than the lease lets a second client in: the update is lost without fencing; a token checked by the storage refuses the stale write; Redlock has no token",
+        }),
+    },
+    Scenario {
+        id: "S2",
+        title: "holder's write is delayed past its release",
+        applies: any,
+        published: Some(Published { source: KLEPPMANN, finding: "a write delayed in the network lands after the next holder's: lost without fencing, refused with it" }),
+    },
+    Scenario {
+        id: "S3",
+        title: "one Redlock node's clock jumps forward",
+        applies: |k| k == BackendKind::Redlock,
+        published: Some(Published { source: KLEPPMANN, finding: "Redlock depends on clocks: a node whose clock jumps expires the key early and two clients hold the lock; no token to fence with" }),
+    },
+    Scenario {
+        id: "S4",
+        title: "a Redlock node restarts empty (at once, and after a TTL)",
+        applies: |k| k == BackendKind::Redlock,
+        published: Some(Published {
+            source: "Redis docs, Distributed Locks with Redis (Redlock), safety and persistence",
+            finding: "a node restarting empty within the TTL can vote again and grant twice; delaying the restart past the TTL prevents it",
+        }),
+    },
+    Scenario {
+        id: "S5",
+        title: "Redis primary fails over before replicating",
+        applies: |k| k == BackendKind::Redis,
+        published: Some(Published {
+            source: "Redis docs, replication (asynchronous) and the Redlock page",
+            finding: "a primary that fails before replicating the SET lets the promoted replica grant the same lock again",
+        }),
+    },
+    Scenario {
+        id: "S6",
+        title: "holder partitioned from the quorum",
+        applies: sessions,
+        published: Some(Published { source: JEPSEN_ETCD, finding: "a holder cut off from the quorum loses its lease and keeps writing: lost updates; the revision as a fencing token refuses them" }),
+    },
+    Scenario {
+        id: "S7",
+        title: "session expires while waiting in the queue",
+        applies: sessions,
+        published: Some(Published { source: "etcd issue #11456 (fixed by #11408)", finding: "a waiter whose session expired in the queue was told it holds the lock; it must get an error" }),
+    },
+    Scenario { id: "S8", title: "leader killed", applies: sessions, published: None },
+    Scenario { id: "S9", title: "a follower paused", applies: sessions, published: None },
+    Scenario { id: "S10", title: "PostgreSQL killed and restarted", applies: |k| k == BackendKind::Postgres, published: None },
+    Scenario {
+        id: "J1",
+        title: "etcd lock with a 2 s lease, holder paused and partitioned (Jepsen's setup)",
+        applies: |k| k == BackendKind::Etcd,
+        published: Some(Published {
+            source: JEPSEN_ETCD,
+            finding: "etcd locks are not mutually exclusive under process pauses and partitions: lost updates with a 2 s lease; fencing by the key's revision refuses them",
+        }),
+    },
 ];
 
 pub fn find(id: &str) -> Option<&'static Scenario> {
@@ -92,12 +166,17 @@ fn cases(id: &str, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
     let fenced = |v: Expect| if has_tokens { v } else { Expect::Violation };
     match id {
         "S1" | "S2" | "S3" | "S5" | "S6" => vec![("", Expect::Violation, fenced(Expect::Rejected))],
+        "J1" => vec![
+            ("process pause", Expect::Violation, fenced(Expect::Rejected)),
+            ("partition", Expect::Violation, fenced(Expect::Rejected)),
+        ],
         "S4" => vec![
             ("restart at once", Expect::Violation, fenced(Expect::Rejected)),
             ("restart after a TTL", Expect::NoViolation, Expect::NoViolation),
         ],
         "S7" => vec![("", Expect::MustFail, Expect::MustFail)],
-        _ => vec![("", Expect::NoViolationWithGap, Expect::NoViolationWithGap)],
+        "S9" => vec![("", Expect::StaysAvailable, Expect::StaysAvailable)],
+        _ => vec![("", Expect::Recovers, Expect::Recovers)],
     }
 }
 
@@ -122,28 +201,69 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// Every node healthy again after the entry.
     pub healed: bool,
+    /// The published finding this entry reproduces, and its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
-fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&Availability>) -> (bool, String) {
+/// Did the observation meet the expectation? Every branch can say no.
+pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&Availability>) -> (bool, String) {
     let r = &o.resource.total;
     let lost = if fenced { r.lost_updates_fenced } else { r.lost_updates };
     let overlap_txt = format!("{} overlap(s), {} lost update(s)", r.overlaps, lost);
+    let clean = r.overlaps == 0 && lost == 0;
+    let applied = o.nemesis.iter().any(|e| e.phase == "start");
+    let exposure = o.resource.exposure().unwrap_or(0.0);
+    let recovery = |a: &Availability| {
+        let ok = a.recovery_ms <= RECOVERY_BOUND.as_millis() as u64;
+        (ok, format!("recovered {} ms after the heal (bound {} ms)", a.recovery_ms, RECOVERY_BOUND.as_millis()))
+    };
     match expect {
-        Expect::Violation => (r.overlaps > 0 || lost > 0, overlap_txt),
-        Expect::NoViolation => (r.overlaps == 0 && lost == 0, overlap_txt),
-        Expect::Rejected => (r.rejected > 0 && lost == 0, format!("{} stale write(s) refused, {lost} lost update(s)", r.rejected)),
-        Expect::MustFail => match o.expired_waiter_acquired {
-            Some(false) => (true, "the expired waiter's acquire failed".into()),
-            Some(true) => (false, "the expired waiter was told it holds the lock".into()),
-            None => (false, "not observed".into()),
-        },
-        Expect::NoViolationWithGap => match availability {
-            Some(a) => (
-                r.overlaps == 0 && lost == 0 && a.longest_gap_ms > 0,
-                format!("{overlap_txt}; longest gap {} ms, recovery {} ms", a.longest_gap_ms, a.recovery_ms),
-            ),
-            None => (false, format!("{overlap_txt}; no availability measured")),
-        },
+        Expect::Violation => (!clean, overlap_txt),
+        Expect::NoViolation => (clean, overlap_txt),
+        Expect::Rejected => {
+            let stale = r.stale_refused();
+            let ok = stale > 0 && lost == 0 && r.legit_refused == 0 && r.token_inversions == 0;
+            let mut txt = format!("{stale} stale write(s) refused, {lost} lost update(s)");
+            if r.legit_refused > 0 || r.token_inversions > 0 {
+                txt.push_str(&format!(", fencing broken: {} legitimate refused, {} inversion(s)", r.legit_refused, r.token_inversions));
+            }
+            (ok, txt)
+        }
+        Expect::MustFail => {
+            let left = match &o.leftovers {
+                Some(Ok(v)) if v.is_empty() => Ok(()),
+                Some(Ok(v)) => Err(format!("left on the servers: {}", v.join(", "))),
+                Some(Err(e)) => Err(format!("could not read the servers: {e}")),
+                None => Err("the servers were not read".to_string()),
+            };
+            match (o.expired_waiter_acquired, left) {
+                (Some(false), Ok(())) => (true, "the expired waiter's acquire failed; nothing left behind".into()),
+                (Some(false), Err(e)) => (false, format!("the expired waiter's acquire failed, but {e}")),
+                (Some(true), _) => (false, "the expired waiter was told it holds the lock".into()),
+                (None, _) => (false, "not observed".into()),
+            }
+        }
+        Expect::Recovers | Expect::StaysAvailable => {
+            let Some(a) = availability else { return (false, format!("{overlap_txt}; no availability measured")) };
+            if !applied {
+                return (false, format!("{overlap_txt}; the fault was never applied"));
+            }
+            if exposure < WEAK_EXPOSURE {
+                return (false, format!("{overlap_txt}, but weak evidence: holders inside {:.1}% of the time", exposure * 100.0));
+            }
+            let (rec_ok, rec_txt) = recovery(a);
+            let mut ok = clean && rec_ok;
+            let mut txt = format!("{overlap_txt}; {rec_txt}; longest gap {} ms", a.longest_gap_ms);
+            if expect == Expect::StaysAvailable {
+                let share = a.ratio.unwrap_or(0.0);
+                ok &= share >= AVAILABLE_SHARE;
+                txt.push_str(&format!("; grant rate during the fault {:.0}% of normal", share * 100.0));
+            }
+            (ok, txt)
+        }
     }
 }
 
@@ -166,6 +286,8 @@ async fn with_nemesis(
         duration: Duration::from_secs(20),
         warmup: Duration::from_secs(1),
         seed: Some(1),
+        // Holders inside long enough for a second holder to be seen.
+        hold: crate::workload::Dist::Fixed(crate::run::FAULT_HOLD),
         ..Workload::default()
     };
     let target = ctx.target.clone();
@@ -182,14 +304,7 @@ async fn with_nemesis(
     });
     let out = PhaseOutputs { history: Some((ctx.history.clone(), kind.name().into())), faults: Some(runner), ..Default::default() };
     let p = driver::run_phase(ctx.backend.clone(), &w, &ctx.run_id, cancel, out).await?;
-    let o = Observed {
-        resource: p.resource.clone(),
-        recorder: Arc::new(crate::stats::Recorder::new(1)),
-        elapsed: p.measured,
-        expired_waiter_acquired: None,
-        notes: Vec::new(),
-        nemesis: p.nemesis.clone(),
-    };
+    let o = Observed::of(p.resource.clone(), p.measured, p.nemesis.clone());
     Ok((p, o))
 }
 
@@ -219,49 +334,37 @@ pub async fn run_entry(
         run_id: run_id.to_string(),
         groups: groups.clone(),
     };
-    let scripted = |name: &str, o: Observed| {
-        let w = Workload { name: name.to_string(), clients: 2, keys: 1, ttl: scripts::TTL, warmup: Duration::ZERO, ..Workload::default() };
-        let totals: Totals = o.recorder.totals();
-        let p = PhaseResult::scripted(w, totals, o.elapsed, o.resource.clone(), o.nemesis.clone());
-        (p, o)
-    };
     let mut phases = Vec::new();
     let mut observed = Vec::new();
+    // One scripted phase: its case name (empty for a single-case entry), its history segment
+    // and workload name, what it observed.
+    let mut push = |case: &str, name: &str, o: Observed| {
+        let w = Workload { name: name.to_string(), clients: 2, keys: 1, ttl: scripts::TTL, warmup: Duration::ZERO, ..Workload::default() };
+        let totals: Totals = o.recorder.totals();
+        phases.push(PhaseResult::scripted(w, totals, o.elapsed, o.resource.clone(), o.nemesis.clone()));
+        observed.push((case.to_string(), o));
+    };
     match id {
-        "S1" | "S6" => {
-            let stall = if id == "S1" { Stall::Pause } else { Stall::Partition };
-            let (p, o) = scripted(id, scripts::stalled_holder(&ctx, id, stall).await?);
-            phases.push(p);
-            observed.push((String::new(), o));
-        }
-        "S2" => {
-            let (p, o) = scripted(id, scripts::delayed_write(&ctx, id).await?);
-            phases.push(p);
-            observed.push((String::new(), o));
-        }
-        "S3" => {
-            let (p, o) = scripted(id, scripts::redlock_forget(&ctx, id, Forget::ClockJump).await?);
-            phases.push(p);
-            observed.push((String::new(), o));
-        }
-        "S4" => {
-            for (case, how) in [("restart at once", Forget::RestartNow), ("restart after a TTL", Forget::RestartAfterTtl)] {
-                let name = format!("S4 {case}");
-                let (p, o) = scripted(&name, scripts::redlock_forget(&ctx, &name.replace(' ', "-"), how).await?);
-                phases.push(p);
-                observed.push((case.to_string(), o));
+        "S1" => push("", id, scripts::stalled_holder(&ctx, id, Stall::Pause, scripts::TTL).await?),
+        "S6" => push("", id, scripts::stalled_holder(&ctx, id, Stall::Partition, scripts::TTL).await?),
+        "J1" => {
+            // Jepsen's lease: 2 s.
+            let ttl = Duration::from_secs(2);
+            for (case, stall) in [("process pause", Stall::Pause), ("partition", Stall::Partition)] {
+                let name = format!("J1-{}", case.replace(' ', "-"));
+                push(case, &name, scripts::stalled_holder(&ctx, &name, stall, ttl).await?);
             }
         }
-        "S5" => {
-            let (p, o) = scripted(id, scripts::failover(&ctx, id).await?);
-            phases.push(p);
-            observed.push((String::new(), o));
+        "S2" => push("", id, scripts::delayed_write(&ctx, id).await?),
+        "S3" => push("", id, scripts::redlock_forget(&ctx, id, Forget::ClockJump).await?),
+        "S4" => {
+            for (case, how) in [("restart at once", Forget::RestartNow), ("restart after a TTL", Forget::RestartAfterTtl)] {
+                let name = format!("S4-{}", case.replace(' ', "-"));
+                push(case, &name, scripts::redlock_forget(&ctx, &name, how).await?);
+            }
         }
-        "S7" => {
-            let (p, o) = scripted(id, scripts::expired_waiter(&ctx, id).await?);
-            phases.push(p);
-            observed.push((String::new(), o));
-        }
+        "S5" => push("", id, scripts::failover(&ctx, id).await?),
+        "S7" => push("", id, scripts::expired_waiter(&ctx, id).await?),
         "S8" | "S9" | "S10" => {
             let fault = match id {
                 "S8" => "kill:leader",
@@ -310,19 +413,30 @@ pub fn judge_entry(
                 availability: a.clone(),
                 notes: o.notes.clone(),
                 healed,
+                published: find(id).and_then(|s| s.published).map(|p| p.finding.to_string()),
+                source: find(id).and_then(|s| s.published).map(|p| p.source.to_string()),
             });
         }
     }
     out
 }
 
-/// The observed-versus-expected table.
+/// The observed-versus-expected table: per entry, the published finding it reproduces (if
+/// any) and its source, then each backend and side of fencing, expected against observed.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut s = String::new();
+    let mut last: Option<&str> = None;
     for o in outcomes {
-        let name = if o.case.is_empty() { o.scenario.clone() } else { format!("{} ({})", o.scenario, o.case) };
+        if last != Some(o.scenario.as_str()) {
+            last = Some(o.scenario.as_str());
+            s.push_str(&format!("{} {}\n", o.scenario, o.title));
+            if let (Some(p), Some(src)) = (&o.published, &o.source) {
+                s.push_str(&format!("  published ({src}): {p}\n"));
+            }
+        }
+        let name = if o.case.is_empty() { String::new() } else { format!("({})", o.case) };
         s.push_str(&format!(
-            "{:<26} {:<9} fencing {:<3}  expected {:<30} observed {:<55} {}\n",
+            "  {:<22} {:<9} fencing {:<3}  expected {:<30} observed {:<60} {}\n",
             name,
             o.backend,
             o.fencing,
@@ -332,4 +446,100 @@ pub fn table(outcomes: &[Outcome]) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every judgment fails on an observation doctored to contradict it.
+    use super::*;
+    use dlbench_core::{CellStats, ResourceStats};
+
+    fn obs(total: CellStats) -> Observed {
+        let r = ResourceStats { total, keys: 1, elapsed_ns: 10_000_000_000, busy_ns: 5_000_000_000, busiest_key_ns: 5_000_000_000, counter_sum: 0 };
+        let mut o = Observed::of(r, Duration::from_secs(10), Vec::new());
+        o.nemesis.push(crate::nemesis::NemesisEvent {
+            backend: String::new(),
+            workload: String::new(),
+            f: "kill".into(),
+            phase: "start".into(),
+            targets: vec![],
+            at_ms: 1000,
+            detail: String::new(),
+        });
+        o
+    }
+    fn avail(recovery_ms: u64, ratio: f64) -> Availability {
+        Availability { recovery_ms, ratio: Some(ratio), ..Default::default() }
+    }
+    fn ok(expect: Expect, fenced: bool, o: &Observed, a: Option<&Availability>) -> bool {
+        judge(expect, fenced, o, a).0
+    }
+
+    #[test]
+    fn violation_needs_an_overlap_or_a_lost_update() {
+        assert!(!ok(Expect::Violation, false, &obs(CellStats::default()), None));
+        assert!(ok(Expect::Violation, false, &obs(CellStats { overlaps: 1, ..Default::default() }), None));
+        assert!(ok(Expect::Violation, true, &obs(CellStats { lost_updates_fenced: 1, ..Default::default() }), None));
+    }
+
+    #[test]
+    fn no_violation_fails_on_any_overlap_or_loss() {
+        assert!(ok(Expect::NoViolation, false, &obs(CellStats::default()), None));
+        assert!(!ok(Expect::NoViolation, false, &obs(CellStats { overlaps: 1, ..Default::default() }), None));
+        assert!(!ok(Expect::NoViolation, true, &obs(CellStats { lost_updates_fenced: 1, ..Default::default() }), None));
+    }
+
+    #[test]
+    fn rejected_needs_stale_refusals_and_no_broken_fencing() {
+        let good = CellStats { overlaps: 1, lost_updates: 1, rejected: 1, ..Default::default() };
+        assert!(ok(Expect::Rejected, true, &obs(good), None));
+        assert!(!ok(Expect::Rejected, true, &obs(CellStats { overlaps: 1, lost_updates: 1, ..Default::default() }), None), "nothing refused");
+        let legit = CellStats { rejected: 1, legit_refused: 1, ..Default::default() };
+        assert!(!ok(Expect::Rejected, true, &obs(legit), None), "a legitimate holder refused");
+        let inverted = CellStats { rejected: 2, token_inversions: 1, ..Default::default() };
+        assert!(!ok(Expect::Rejected, true, &obs(inverted), None), "tokens went backwards");
+        let lost = CellStats { rejected: 1, lost_updates_fenced: 1, ..Default::default() };
+        assert!(!ok(Expect::Rejected, true, &obs(lost), None), "an update lost despite fencing");
+    }
+
+    #[test]
+    fn must_fail_reads_the_servers() {
+        let mut o = obs(CellStats::default());
+        o.expired_waiter_acquired = Some(false);
+        o.leftovers = Some(Ok(vec![]));
+        assert!(ok(Expect::MustFail, false, &o, None));
+        o.leftovers = Some(Ok(vec!["/lock/_c_x-lock-0000000003".into()]));
+        let (good, why) = judge(Expect::MustFail, false, &o, None);
+        assert!(!good && why.contains("_c_x-lock"), "{why}");
+        o.leftovers = Some(Err("connection refused".into()));
+        assert!(!ok(Expect::MustFail, false, &o, None), "servers unread is not 'nothing left'");
+        o.leftovers = None;
+        assert!(!ok(Expect::MustFail, false, &o, None));
+        o.leftovers = Some(Ok(vec![]));
+        o.expired_waiter_acquired = Some(true);
+        assert!(!ok(Expect::MustFail, false, &o, None));
+    }
+
+    #[test]
+    fn recovery_is_judged_after_the_heal_within_the_bound() {
+        let o = obs(CellStats::default());
+        assert!(ok(Expect::Recovers, false, &o, Some(&avail(1500, 0.2))));
+        assert!(!ok(Expect::Recovers, false, &o, Some(&avail(RECOVERY_BOUND.as_millis() as u64 + 1, 0.2))), "too slow");
+        assert!(!ok(Expect::Recovers, false, &o, None), "not measured");
+        let mut quiet = o.clone();
+        quiet.nemesis.clear();
+        assert!(!ok(Expect::Recovers, false, &quiet, Some(&avail(0, 1.0))), "no fault applied");
+        let mut weak = o.clone();
+        weak.resource.busy_ns = 10_000_000;
+        assert!(!ok(Expect::Recovers, false, &weak, Some(&avail(0, 1.0))), "holders barely exposed");
+        let violated = obs(CellStats { overlaps: 1, ..Default::default() });
+        assert!(!ok(Expect::Recovers, false, &violated, Some(&avail(0, 1.0))));
+    }
+
+    #[test]
+    fn staying_available_needs_the_grant_rate() {
+        let o = obs(CellStats::default());
+        assert!(ok(Expect::StaysAvailable, false, &o, Some(&avail(100, 0.9))));
+        assert!(!ok(Expect::StaysAvailable, false, &o, Some(&avail(100, 0.1))), "the rate collapsed");
+    }
 }

@@ -1,29 +1,50 @@
-//! The choreographed scenarios (S1-S7): a holder, a next client, and one fault placed
-//! exactly where it hurts, with every step in the history.
+//! The choreographed scenarios (S1-S7, J1): a holder, a next client, and one fault placed
+//! exactly where it hurts, with every step in the history. Each script is only its
+//! choreography; the [`Stage`] it plays on (key, resource, recorder, history segment, epoch,
+//! fault events, notes) is shared.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlbench_core::{AcquireOptions, Backend, LockError, Resource, ResourceStats};
+use dlbench_core::{AcquireOptions, Backend, Lease, LockError, Resource, ResourceStats};
 
 use super::actor::Actor;
 use crate::connect::{self, Timeouts};
 use crate::history::{HistoryWriter, Meta, Record};
 use crate::kind::BackendKind;
-use crate::nemesis::{clock, FaultKind, FaultSpec, Nemesis, Targeting};
+use crate::nemesis::{clock, FaultKind, FaultSpec, Nemesis, NemesisEvent, Targeting};
 use crate::stats::Recorder;
 use crate::target::local::{LocalTarget, Node};
 
 /// What a script measured.
+#[derive(Clone)]
 pub struct Observed {
     pub resource: ResourceStats,
     pub recorder: Arc<Recorder>,
     pub elapsed: Duration,
     /// S7: whether the waiter whose session expired was ever told "acquired".
     pub expired_waiter_acquired: Option<bool>,
+    /// S7: the claims (keys, nodes, rows) the servers still held for the lock at the end;
+    /// `Err` when they could not be read.
+    pub leftovers: Option<Result<Vec<String>, String>>,
     pub notes: Vec<String>,
-    pub nemesis: Vec<crate::nemesis::NemesisEvent>,
+    pub nemesis: Vec<NemesisEvent>,
+}
+
+impl Observed {
+    /// An observation made of resource counts alone (the nemesis entries, and tests).
+    pub fn of(resource: ResourceStats, elapsed: Duration, nemesis: Vec<NemesisEvent>) -> Self {
+        Observed {
+            resource,
+            recorder: Arc::new(Recorder::new(1)),
+            elapsed,
+            expired_waiter_acquired: None,
+            leftovers: None,
+            notes: Vec::new(),
+            nemesis,
+        }
+    }
 }
 
 /// Shared by the scripts of one scenario on one backend.
@@ -48,19 +69,6 @@ impl Ctx {
         Ok((g, b))
     }
 
-    /// Open a history segment for this script.
-    pub async fn segment(&self, name: &str, key: &str, ttl: Duration) {
-        self.history.sync().await;
-        self.history.record(&Record::Meta(Meta {
-            backend: self.kind.name().into(),
-            workload: name.into(),
-            keys: vec![key.into()],
-            ttl_ms: ttl.as_millis() as u64,
-            fencing_tokens: self.backend.capabilities().fencing,
-            started_at: crate::results::now_rfc3339(),
-        }));
-    }
-
     pub fn key(&self, name: &str) -> String {
         format!("dlbench-{}-{name}-{}", self.run_id, self.kind)
     }
@@ -69,32 +77,111 @@ impl Ctx {
         self.target.nodes_of(self.kind).into_iter().filter(|n| !n.replica).collect()
     }
 
-    fn nemesis(&self, name: &str, epoch: Instant) -> Nemesis {
-        Nemesis::new(self.target.clone(), self.kind, name, epoch, Some(self.history.clone()))
-    }
-
     fn net(&self) -> anyhow::Result<&Arc<crate::nemesis::net::Net>> {
         self.target.net().ok_or_else(|| anyhow::anyhow!("scenarios need the target's proxies"))
     }
 }
 
-fn opts(ttl: Duration, wait: Duration) -> AcquireOptions {
-    AcquireOptions::default().with_ttl(ttl).with_wait(wait).with_retry_interval(Duration::from_millis(20))
+/// One script's stage: its key and resource, its own history segment (whose times count
+/// from the resource's epoch), the faults it applies by hand, and its notes.
+pub struct Stage<'a> {
+    pub ctx: &'a Ctx,
+    pub key: String,
+    pub resource: Resource,
+    pub recorder: Arc<Recorder>,
+    notes: std::sync::Mutex<Vec<String>>,
+    events: std::sync::Mutex<Vec<NemesisEvent>>,
+    started: Instant,
 }
 
-/// Record a fault the script applies by hand (not through the nemesis).
-fn event(h: &HistoryWriter, epoch: Instant, f: &str, phase: &str, targets: &[&str]) -> crate::nemesis::NemesisEvent {
-    let ns = epoch.elapsed().as_nanos() as u64;
-    h.record(&Record::Nemesis { f: f.into(), phase: phase.into(), targets: targets.iter().map(|t| t.to_string()).collect(), ns, detail: String::new() });
-    crate::nemesis::NemesisEvent {
-        backend: String::new(),
-        workload: String::new(),
-        f: f.into(),
-        phase: phase.into(),
-        targets: targets.iter().map(|t| t.to_string()).collect(),
-        at_ms: ns / 1_000_000,
-        detail: String::new(),
+impl<'a> Stage<'a> {
+    /// Open a history segment `name` for a script with `actors` clients on one key.
+    pub async fn open(ctx: &'a Ctx, name: &str, ttl: Duration, actors: usize) -> Stage<'a> {
+        let key = ctx.key(name);
+        ctx.history.sync().await;
+        ctx.history.record(&Record::Meta(Meta {
+            backend: ctx.kind.name().into(),
+            workload: name.into(),
+            keys: vec![key.clone()],
+            ttl_ms: ttl.as_millis() as u64,
+            fencing_tokens: ctx.backend.capabilities().fencing,
+            started_at: crate::results::now_rfc3339(),
+        }));
+        Stage {
+            ctx,
+            key,
+            resource: Resource::new(1),
+            recorder: Arc::new(Recorder::new(actors)),
+            notes: Default::default(),
+            events: Default::default(),
+            started: Instant::now(),
+        }
     }
+
+    pub fn epoch(&self) -> Instant {
+        self.resource.epoch()
+    }
+
+    /// Process `p` of this script, a client of `backend`.
+    pub async fn actor(&self, p: u64, name: &'static str, backend: &Arc<dyn Backend>) -> Result<Actor, LockError> {
+        Actor::new(p, name, backend, &self.ctx.history, &self.resource, &self.recorder).await
+    }
+
+    /// Record a fault the script applies by hand (not through the nemesis).
+    pub fn event(&self, f: &str, phase: &str, targets: &[&str]) {
+        let ns = self.epoch().elapsed().as_nanos() as u64;
+        let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
+        self.ctx.history.record(&Record::Nemesis { f: f.into(), phase: phase.into(), targets: targets.clone(), ns, detail: String::new() });
+        self.events.lock().unwrap().push(NemesisEvent {
+            backend: String::new(),
+            workload: String::new(),
+            f: f.into(),
+            phase: phase.into(),
+            targets,
+            at_ms: ns / 1_000_000,
+            detail: String::new(),
+        });
+    }
+
+    /// A whole, undisturbed critical section by `who` holding `lease`, then its release.
+    pub async fn use_and_release(&self, who: &Actor, lease: Lease) {
+        let mut s = self.resource.enter_lease(0, &lease);
+        s.read();
+        s.write_incremented();
+        s.exit();
+        who.section(s.record());
+        let _ = who.release(lease).await;
+    }
+
+    /// A nemesis that records into this stage's segment.
+    pub fn nemesis(&self, name: &str) -> Nemesis {
+        Nemesis::new(self.ctx.target.clone(), self.ctx.kind, name, self.epoch(), Some(self.ctx.history.clone()))
+    }
+
+    pub fn note(&self, s: impl Into<String>) {
+        self.notes.lock().unwrap().push(s.into());
+    }
+
+    /// Events a nemesis recorded into this stage's segment, for the observation.
+    pub fn extend_events(&self, events: Vec<NemesisEvent>) {
+        self.events.lock().unwrap().extend(events);
+    }
+
+    pub fn finish(self) -> Observed {
+        Observed {
+            resource: self.resource.stats(),
+            recorder: self.recorder,
+            elapsed: self.started.elapsed(),
+            expired_waiter_acquired: None,
+            leftovers: None,
+            notes: self.notes.into_inner().unwrap(),
+            nemesis: self.events.into_inner().unwrap(),
+        }
+    }
+}
+
+fn opts(ttl: Duration, wait: Duration) -> AcquireOptions {
+    AcquireOptions::default().with_ttl(ttl).with_wait(wait).with_retry_interval(Duration::from_millis(20))
 }
 
 /// How the holder is stalled in S1 and S6.
@@ -107,102 +194,82 @@ pub enum Stall {
     Partition,
 }
 
-/// S1 / S6: the holder stalls inside its critical section past its TTL; the next client
-/// gets the lock; the stalled holder then writes with its old token.
-pub async fn stalled_holder(ctx: &Ctx, name: &str, stall: Stall) -> anyhow::Result<Observed> {
-    let started = Instant::now();
-    let key = ctx.key(name);
-    let resource = Resource::new(1);
-    let recorder = Arc::new(Recorder::new(2));
-    ctx.segment(name, &key, TTL).await;
-    let epoch = resource.epoch();
+/// S1 / S6 (and J1 with a 2 s lease): the holder stalls inside its critical section past its
+/// TTL; the next client gets the lock; the stalled holder then writes with its old token.
+pub async fn stalled_holder(ctx: &Ctx, name: &str, stall: Stall, ttl: Duration) -> anyhow::Result<Observed> {
+    let st = Stage::open(ctx, name, ttl, 2).await;
     let net = ctx.net()?;
     let (group, vb) = ctx.dedicated().await?;
-    let holder = Actor::new(0, "holder", &vb, &ctx.history, &resource, &recorder).await?;
-    let next = Actor::new(1, "next", &ctx.backend, &ctx.history, &resource, &recorder).await?;
-    let mut notes = Vec::new();
-    let mut events = Vec::new();
+    let holder = st.actor(0, "holder", &vb).await?;
+    let next = st.actor(1, "next", &ctx.backend).await?;
 
-    let lease = holder.acquire(&key, &opts(TTL, Duration::from_secs(20))).await?;
-    let mut sv = resource.enter(0, lease.token);
+    let lease = holder.acquire(&st.key, &opts(ttl, Duration::from_secs(20))).await?;
+    let mut sv = st.resource.enter_lease(0, &lease);
     sv.read();
     let what = if stall == Stall::Pause { "client-pause" } else { "client-partition" };
     let nodes: Vec<usize> = ctx.nodes().iter().map(|n| n.index).collect();
     net.cut_clients(group, &nodes);
-    events.push(event(&ctx.history, epoch, what, "start", &["holder"]));
+    st.event(what, "start", &["holder"]);
     // The next client waits for the lock; it should get it once the holder's lease or
     // session has expired on the servers.
-    let wait = TTL * 4 + Duration::from_secs(10);
-    let got = match next.acquire(&key, &opts(TTL, wait)).await {
+    let wait = ttl * 4 + Duration::from_secs(10);
+    let got = match next.acquire(&st.key, &opts(ttl, wait)).await {
         Ok(l) => {
-            let mut sn = resource.enter(0, l.token);
-            sn.read();
-            sn.write_incremented();
-            sn.exit();
-            next.section(sn.record());
-            let _ = next.release(l).await;
+            st.use_and_release(&next, l).await;
             true
         }
         Err(e) => {
-            notes.push(format!("the next client never got the lock: {e}"));
+            st.note(format!("the next client never got the lock: {e}"));
             false
         }
     };
     if stall == Stall::Pause {
         net.heal();
-        events.push(event(&ctx.history, epoch, what, "end", &["holder"]));
+        st.event(what, "end", &["holder"]);
         sv.write_incremented();
     } else {
         sv.write_incremented();
         net.heal();
-        events.push(event(&ctx.history, epoch, what, "end", &["holder"]));
+        st.event(what, "end", &["holder"]);
     }
     sv.exit();
     holder.section(sv.record());
+    drop(sv);
     match holder.release(lease).await {
-        Err(LockError::NotHeld(_)) => notes.push("the stalled holder's release found its lock gone".into()),
-        Ok(()) if got => notes.push("the stalled holder's release succeeded after another client held the lock".into()),
-        other => notes.push(format!("the stalled holder's release: {other:?}")),
+        Err(LockError::NotHeld(_)) => st.note("the stalled holder's release found its lock gone"),
+        Ok(()) if got => st.note("the stalled holder's release succeeded after another client held the lock"),
+        other => st.note(format!("the stalled holder's release: {other:?}")),
     }
     holder.client.abandon().await;
     next.client.close().await;
-    Ok(Observed { resource: resource.stats(), recorder, elapsed: started.elapsed(), expired_waiter_acquired: None, notes, nemesis: events })
+    Ok(st.finish())
 }
 
 /// S2: the holder's write is delayed in flight past its release; the next holder writes;
 /// the delayed write lands last.
 pub async fn delayed_write(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
-    let started = Instant::now();
-    let key = ctx.key(name);
-    let resource = Resource::new(1);
-    let recorder = Arc::new(Recorder::new(2));
-    ctx.segment(name, &key, TTL).await;
-    let epoch = resource.epoch();
-    let holder = Actor::new(0, "holder", &ctx.backend, &ctx.history, &resource, &recorder).await?;
-    let next = Actor::new(1, "next", &ctx.backend, &ctx.history, &resource, &recorder).await?;
+    let st = Stage::open(ctx, name, TTL, 2).await;
+    let holder = st.actor(0, "holder", &ctx.backend).await?;
+    let next = st.actor(1, "next", &ctx.backend).await?;
     let o = opts(TTL, Duration::from_secs(20));
-    let lease = holder.acquire(&key, &o).await?;
-    let mut sv = resource.enter(0, lease.token);
+    let lease = holder.acquire(&st.key, &o).await?;
+    let mut sv = st.resource.enter_lease(0, &lease);
     sv.read();
     // The write leaves now and arrives later; the holder, done as far as it knows, leaves
     // and releases.
     sv.exit();
-    let mut events = vec![event(&ctx.history, epoch, "write-delay", "start", &["holder"])];
+    st.event("write-delay", "start", &["holder"]);
     holder.release(lease).await?;
-    let l = next.acquire(&key, &o).await?;
-    let mut sn = resource.enter(0, l.token);
-    sn.read();
-    sn.write_incremented();
-    sn.exit();
-    next.section(sn.record());
-    next.release(l).await?;
+    let l = next.acquire(&st.key, &o).await?;
+    st.use_and_release(&next, l).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     sv.write_incremented();
-    events.push(event(&ctx.history, epoch, "write-delay", "end", &["holder"]));
+    st.event("write-delay", "end", &["holder"]);
     holder.section(sv.record());
+    drop(sv);
     holder.client.close().await;
     next.client.close().await;
-    Ok(Observed { resource: resource.stats(), recorder, elapsed: started.elapsed(), expired_waiter_acquired: None, notes: vec![], nemesis: events })
+    Ok(st.finish())
 }
 
 /// How S3 and S4 make one Redlock node forget the holder.
@@ -219,49 +286,44 @@ pub enum Forget {
 /// S3 / S4 on Redlock: the holder has nodes {1,2,3}, the next client can reach {3,4,5};
 /// node 3 forgets the holder's key; the next client's quorum {3,4,5} overlaps the holder's.
 pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Result<Observed> {
-    let started = Instant::now();
     let ttl = Duration::from_secs(10);
-    let key = ctx.key(name);
-    let resource = Resource::new(1);
-    let recorder = Arc::new(Recorder::new(2));
-    ctx.segment(name, &key, ttl).await;
-    let epoch = resource.epoch();
+    let st = Stage::open(ctx, name, ttl, 2).await;
     let net = ctx.net()?;
     let nodes = ctx.nodes();
     anyhow::ensure!(nodes.len() == 5, "redlock needs its five nodes");
     let (gh, hb) = ctx.dedicated().await?;
     let (gn, nb) = ctx.dedicated().await?;
-    let holder = Actor::new(0, "holder", &hb, &ctx.history, &resource, &recorder).await?;
-    let next = Actor::new(1, "next", &nb, &ctx.history, &resource, &recorder).await?;
-    let mut notes = Vec::new();
-    let mut events = Vec::new();
+    let holder = st.actor(0, "holder", &hb).await?;
+    let next = st.actor(1, "next", &nb).await?;
     // The holder cannot reach nodes 4 and 5; the next client cannot reach 1 and 2.
     net.cut_clients(gh, &[nodes[3].index, nodes[4].index]);
     net.cut_clients(gn, &[nodes[0].index, nodes[1].index]);
-    events.push(event(&ctx.history, epoch, "partition-clients", "start", &["holder|redlock-4,5", "next|redlock-1,2"]));
-    let lease = holder.acquire(&key, &opts(ttl, Duration::from_secs(20))).await?;
-    let mut sv = resource.enter(0, lease.token);
+    let split = ["holder|redlock-4,5", "next|redlock-1,2"];
+    st.event("partition-clients", "start", &split);
+    let lease = holder.acquire(&st.key, &opts(ttl, Duration::from_secs(20))).await?;
+    let mut sv = st.resource.enter_lease(0, &lease);
     sv.read();
     let n3 = nodes[2].clone();
     match how {
         Forget::ClockJump => {
             let f = n3.clock_file.as_ref().ok_or_else(|| anyhow::anyhow!("{} does not run under the clock shim", n3.name))?;
             clock::set_offset(f, ttl.as_millis() as i64 * 2)?;
-            events.push(event(&ctx.history, epoch, "clock", "start", &[&n3.name]));
+            st.event("clock", "start", &[&n3.name]);
             tokio::time::sleep(Duration::from_millis(300)).await; // the shim re-reads every 50 ms
         }
         Forget::RestartNow | Forget::RestartAfterTtl => {
             n3.kill();
-            events.push(event(&ctx.history, epoch, "kill", "start", &[&n3.name]));
+            st.event("kill", "start", &[&n3.name]);
             if how == Forget::RestartNow {
                 n3.start()?;
                 ctx.target.wait_healthy(ctx.kind).await?;
-                events.push(event(&ctx.history, epoch, "kill", "end", &[&n3.name]));
+                st.event("kill", "end", &[&n3.name]);
             }
         }
     }
     // The next client tries while the holder still works; the holder stops using the lock
     // once its validity is nearly over, as a careful Redlock user does.
+    let key = st.key.clone();
     let next_try = async {
         let deadline = Instant::now() + ttl * 3;
         loop {
@@ -283,26 +345,19 @@ pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Resul
         }
     };
     tokio::pin!(next_try);
-    let mut next_lease = None;
+    let mut next_done = false;
     let mut holder_finished = false;
     let mut restarted = how != Forget::RestartAfterTtl;
     tokio::pin!(holder_done);
     tokio::pin!(restart_later);
-    while next_lease.is_none() || !holder_finished {
+    while !next_done || !holder_finished {
         tokio::select! {
-            l = &mut next_try, if next_lease.is_none() => {
+            l = &mut next_try, if !next_done => {
                 match l {
-                    Some(l) => {
-                        let mut sn = resource.enter(0, l.token);
-                        sn.read();
-                        sn.write_incremented();
-                        sn.exit();
-                        next.section(sn.record());
-                        let _ = next.release(l).await;
-                    }
-                    None => notes.push("the next client never got a quorum".into()),
+                    Some(l) => st.use_and_release(&next, l).await,
+                    None => st.note("the next client never got a quorum"),
                 }
-                next_lease = Some(());
+                next_done = true;
             }
             _ = &mut holder_done, if !holder_finished => {
                 sv.write_incremented();
@@ -311,65 +366,54 @@ pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Resul
             }
             _ = &mut restart_later, if !restarted => {
                 restarted = true;
-                events.push(event(&ctx.history, epoch, "kill", "end", &[&n3.name]));
+                st.event("kill", "end", &[&n3.name]);
             }
         }
     }
     if !restarted {
         restart_later.await;
-        events.push(event(&ctx.history, epoch, "kill", "end", &[&n3.name]));
+        st.event("kill", "end", &[&n3.name]);
     }
     holder.section(sv.record());
+    drop(sv);
     let _ = holder.release(lease).await;
     if let Some(f) = &n3.clock_file {
         clock::set_offset(f, 0)?;
         if how == Forget::ClockJump {
-            events.push(event(&ctx.history, epoch, "clock", "end", &[&n3.name]));
+            st.event("clock", "end", &[&n3.name]);
         }
     }
     net.heal();
-    events.push(event(&ctx.history, epoch, "partition-clients", "end", &["holder|redlock-4,5", "next|redlock-1,2"]));
+    st.event("partition-clients", "end", &split);
     holder.client.close().await;
     next.client.close().await;
-    Ok(Observed { resource: resource.stats(), recorder, elapsed: started.elapsed(), expired_waiter_acquired: None, notes, nemesis: events })
+    Ok(st.finish())
 }
 
 /// S5 on Redis: the holder's SET (and fencing INCR) reach the primary but not its replica;
 /// the primary dies; the replica is promoted and clients sent to it; the next client gets
 /// the lock the holder still holds.
 pub async fn failover(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
-    let started = Instant::now();
-    let key = ctx.key(name);
-    let resource = Resource::new(1);
-    let recorder = Arc::new(Recorder::new(2));
-    ctx.segment(name, &key, TTL * 3).await;
-    let epoch = resource.epoch();
+    let st = Stage::open(ctx, name, TTL * 3, 2).await;
     let net = ctx.net()?;
     let all = ctx.target.nodes_of(ctx.kind);
     let primary = all.iter().find(|n| !n.replica).cloned().ok_or_else(|| anyhow::anyhow!("no primary"))?;
     let replica = all.iter().find(|n| n.replica).cloned().ok_or_else(|| anyhow::anyhow!("redis has no replica"))?;
-    let holder = Actor::new(0, "holder", &ctx.backend, &ctx.history, &resource, &recorder).await?;
-    let next = Actor::new(1, "next", &ctx.backend, &ctx.history, &resource, &recorder).await?;
-    let mut events = Vec::new();
-    let mut notes = Vec::new();
+    let holder = st.actor(0, "holder", &ctx.backend).await?;
+    let next = st.actor(1, "next", &ctx.backend).await?;
     // Replication lags: the replica's link to the primary is cut.
     net.cut_link(replica.index, primary.index);
-    events.push(event(&ctx.history, epoch, "partition", "start", &[&replica.name, &primary.name]));
-    let lease = holder.acquire(&key, &opts(TTL * 3, Duration::from_secs(10))).await?;
-    let mut sv = resource.enter(0, lease.token);
+    st.event("partition", "start", &[&replica.name, &primary.name]);
+    let lease = holder.acquire(&st.key, &opts(TTL * 3, Duration::from_secs(10))).await?;
+    let mut sv = st.resource.enter_lease(0, &lease);
     sv.read();
-    let nem = ctx.nemesis(name, epoch);
+    let nem = st.nemesis(name);
     let fault = nem.start(FaultSpec { kind: FaultKind::Failover, target: Targeting::Random }).await.map_err(anyhow::Error::msg)?;
     let mut got = false;
     for _ in 0..20 {
-        match next.acquire(&key, &opts(TTL * 3, Duration::from_secs(2))).await {
+        match next.acquire(&st.key, &opts(TTL * 3, Duration::from_secs(2))).await {
             Ok(l) => {
-                let mut sn = resource.enter(0, l.token);
-                sn.read();
-                sn.write_incremented();
-                sn.exit();
-                next.section(sn.record());
-                let _ = next.release(l).await;
+                st.use_and_release(&next, l).await;
                 got = true;
                 break;
             }
@@ -378,42 +422,37 @@ pub async fn failover(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
         }
     }
     if !got {
-        notes.push("the next client did not get the lock on the promoted replica".into());
+        st.note("the next client did not get the lock on the promoted replica");
     }
     sv.write_incremented();
     sv.exit();
     holder.section(sv.record());
+    drop(sv);
     let _ = holder.release(lease).await;
     net.heal();
-    events.push(event(&ctx.history, epoch, "partition", "end", &[&replica.name, &primary.name]));
+    st.event("partition", "end", &[&replica.name, &primary.name]);
     nem.end(fault).await.map_err(anyhow::Error::msg)?;
-    events.extend(nem.events());
+    st.extend_events(nem.events());
     holder.client.close().await;
     next.client.close().await;
-    Ok(Observed { resource: resource.stats(), recorder, elapsed: started.elapsed(), expired_waiter_acquired: None, notes, nemesis: events })
+    Ok(st.finish())
 }
 
 /// S7: a client waiting in the queue loses its session; it must get an error, never the
-/// lock, and leave nothing behind that blocks others.
+/// lock, and leave nothing behind: the servers are read at the end for any claim left.
 pub async fn expired_waiter(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
-    let started = Instant::now();
-    let key = ctx.key(name);
-    let resource = Resource::new(1);
-    let recorder = Arc::new(Recorder::new(3));
-    ctx.segment(name, &key, TTL).await;
-    let epoch = resource.epoch();
+    let st = Stage::open(ctx, name, TTL, 3).await;
     let net = ctx.net()?;
     let (group, wb) = ctx.dedicated().await?;
-    let holder = Actor::new(0, "holder", &ctx.backend, &ctx.history, &resource, &recorder).await?;
-    let waiter = Actor::new(1, "waiter", &wb, &ctx.history, &resource, &recorder).await?;
-    let mut notes = Vec::new();
-    let mut events = Vec::new();
-    let lease = holder.acquire(&key, &opts(TTL, Duration::from_secs(10))).await?;
+    let holder = st.actor(0, "holder", &ctx.backend).await?;
+    let waiter = st.actor(1, "waiter", &wb).await?;
+    let lease = holder.acquire(&st.key, &opts(TTL, Duration::from_secs(10))).await?;
     let nodes: Vec<usize> = ctx.nodes().iter().map(|n| n.index).collect();
+    let key = st.key.clone();
     let wait = async {
         let r = waiter.acquire(&key, &opts(TTL, Duration::from_secs(40))).await;
         if let Ok(l) = &r {
-            let mut s = resource.enter(0, l.token);
+            let mut s = st.resource.enter_lease(0, l);
             s.read();
             s.write_incremented();
             s.exit();
@@ -421,48 +460,78 @@ pub async fn expired_waiter(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
         }
         r
     };
+    let epoch = st.epoch();
+    let history = ctx.history.clone();
+    let mark = move |phase: &str| {
+        let ns = epoch.elapsed().as_nanos() as u64;
+        history.record(&Record::Nemesis { f: "client-partition".into(), phase: phase.into(), targets: vec!["waiter".into()], ns, detail: String::new() });
+        ns
+    };
     let fault = async {
         tokio::time::sleep(Duration::from_millis(500)).await; // the waiter is queued
         net.cut_clients(group, &nodes);
-        let e1 = event(&ctx.history, epoch, "client-partition", "start", &["waiter"]);
+        let a = mark("start");
         tokio::time::sleep(TTL * 2 + Duration::from_secs(1)).await;
         net.heal();
-        let e2 = event(&ctx.history, epoch, "client-partition", "end", &["waiter"]);
+        let b = mark("end");
         tokio::time::sleep(Duration::from_millis(500)).await;
-        (e1, e2)
+        (a, b)
     };
-    let (r, (e1, e2)) = tokio::join!(wait, async {
+    let (r, (a, b)) = tokio::join!(wait, async {
         let evs = fault.await;
         let _ = holder.release(lease).await;
         evs
     });
-    events.push(e1);
-    events.push(e2);
+    st.extend_events(
+        [("start", a), ("end", b)]
+            .into_iter()
+            .map(|(phase, ns)| NemesisEvent {
+                backend: String::new(),
+                workload: String::new(),
+                f: "client-partition".into(),
+                phase: phase.into(),
+                targets: vec!["waiter".into()],
+                at_ms: ns / 1_000_000,
+                detail: String::new(),
+            })
+            .collect(),
+    );
     let acquired = r.is_ok();
     match &r {
-        Ok(_) => notes.push("the waiter was told it holds the lock after its session expired".into()),
-        Err(e) => notes.push(format!("the waiter's acquire failed: {e}")),
+        Ok(_) => st.note("the waiter was told it holds the lock after its session expired"),
+        Err(e) => st.note(format!("the waiter's acquire failed: {e}")),
     }
     if let Ok(l) = r {
         let _ = waiter.release(l).await;
     }
     waiter.client.abandon().await;
     // Nothing of the expired waiter may block the next client.
-    let fresh = Actor::new(2, "fresh", &ctx.backend, &ctx.history, &resource, &recorder).await?;
-    match fresh.acquire(&key, &opts(TTL, Duration::from_secs(15))).await {
+    let fresh = st.actor(2, "fresh", &ctx.backend).await?;
+    match fresh.acquire(&st.key, &opts(TTL, Duration::from_secs(15))).await {
         Ok(l) => {
             let _ = fresh.release(l).await;
         }
-        Err(e) => notes.push(format!("a fresh client could not take the lock afterwards: {e}")),
+        Err(e) => st.note(format!("a fresh client could not take the lock afterwards: {e}")),
     }
     fresh.client.close().await;
     holder.client.close().await;
-    Ok(Observed {
-        resource: resource.stats(),
-        recorder,
-        elapsed: started.elapsed(),
-        expired_waiter_acquired: Some(acquired),
-        notes,
-        nemesis: events,
-    })
+    // Every client is done: the servers must hold nothing for this lock. A closed session's
+    // claims go at once; give the servers a moment to apply the deletes.
+    let leftovers = leftover_claims(&*ctx.backend, &st.key, Duration::from_secs(5)).await;
+    let mut o = st.finish();
+    o.expired_waiter_acquired = Some(acquired);
+    o.leftovers = Some(leftovers);
+    Ok(o)
+}
+
+/// The claims still held for `key`, polled until none are left or `within` passes.
+async fn leftover_claims(b: &dyn Backend, key: &str, within: Duration) -> Result<Vec<String>, String> {
+    let deadline = Instant::now() + within;
+    loop {
+        match b.claims(key).await {
+            Ok(v) if v.is_empty() || Instant::now() >= deadline => return Ok(v),
+            Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }

@@ -14,24 +14,37 @@
 //!
 //! Reads and writes carry a per-key sequence number taken under the cell's lock, so a
 //! history of sections can be re-checked offline in exactly the order the resource saw.
+//!
+//! Fencing is judged, not assumed. The fenced register cannot lose an update while every
+//! section presents a token (it refuses any request below the highest token seen), so its
+//! lost-update count alone proves nothing. What can go wrong with fencing is the tokens:
+//! - a **token inversion**: a section enters, its holder's lease still valid, with a token not
+//!   above one an earlier section of the key presented (a counter reset by a restart, tokens
+//!   repeated or regressing);
+//! - a **legitimate write refused**: the register refuses a section because of a token that an
+//!   *earlier* section presented, while the refused holder's lease was valid at entry: the
+//!   current holder locked out by a token from the past.
+//!
+//! A refusal caused by a section that entered *later* is a **stale write refused**: the
+//! refused holder had been superseded, which is what fencing is for.
+//!
+//! Exposure: each cell also adds up the time some holder was inside, so a phase can say how
+//! much of its wall time a second holder would have been caught in.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::FencingToken;
+use crate::{FencingToken, Lease};
 
 /// The protected resource: one cell per key.
 #[derive(Debug)]
 pub struct Resource {
     cells: Vec<Cell>,
-    next_section: AtomicU64,
     epoch: Instant,
 }
 
 #[derive(Debug, Default)]
 struct Cell {
-    inside: AtomicU32,
     state: Mutex<CellState>,
 }
 
@@ -40,8 +53,17 @@ struct CellState {
     plain: u64,
     fenced: u64,
     seq: u64,
-    /// Highest token presented so far, and the section that presented it.
+    /// Sections inside now.
+    inside: u32,
+    /// Sections that have entered so far: a section's rank in entry order.
+    entered: u64,
+    /// Highest token presented to the register so far, and the entry rank of its section.
     max_token: Option<(u64, u64)>,
+    /// Highest token any section entered with, and that section's entry rank.
+    max_entered: Option<(u64, u64)>,
+    /// Since when some holder has been inside (ns since the epoch), while one is.
+    busy_since: Option<u64>,
+    busy_ns: u64,
     stats: CellStats,
 }
 
@@ -60,6 +82,17 @@ pub struct CellStats {
     pub stale_tokens: u64,
     /// Sections the fenced register refused (their stale read or write).
     pub rejected: u64,
+    /// Of `rejected`: sections refused because of an earlier section's token while their own
+    /// lease was valid: legitimate holders refused (fencing broken).
+    #[serde(default)]
+    pub legit_refused: u64,
+    /// Sections that entered with a valid lease and a token not above one an earlier section
+    /// of the key presented.
+    #[serde(default)]
+    pub token_inversions: u64,
+    /// Sections whose holder's lease was already lost (or past its validity) at entry.
+    #[serde(default)]
+    pub entered_expired: u64,
     /// Writes to the plain register.
     pub writes: u64,
 }
@@ -72,17 +105,62 @@ impl CellStats {
         self.lost_updates_fenced += o.lost_updates_fenced;
         self.stale_tokens += o.stale_tokens;
         self.rejected += o.rejected;
+        self.legit_refused += o.legit_refused;
+        self.token_inversions += o.token_inversions;
+        self.entered_expired += o.entered_expired;
         self.writes += o.writes;
+    }
+
+    /// Refusals of superseded holders: the ones fencing exists for.
+    pub fn stale_refused(&self) -> u64 {
+        self.rejected.saturating_sub(self.legit_refused)
     }
 }
 
 /// Totals over all keys, plus the final plain counters, so a reader can check
-/// `counter_sum + lost_updates == writes`.
+/// `counter_sum + lost_updates == writes`, and the time holders spent inside.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResourceStats {
     #[serde(flatten)]
     pub total: CellStats,
     pub counter_sum: u64,
+    /// Number of keys (cells).
+    #[serde(default)]
+    pub keys: u64,
+    /// Wall time from the resource's creation to these stats.
+    #[serde(default)]
+    pub elapsed_ns: u64,
+    /// Summed over keys: time some holder of the key was inside.
+    #[serde(default)]
+    pub busy_ns: u64,
+    /// The busiest key's inside time.
+    #[serde(default)]
+    pub busiest_key_ns: u64,
+}
+
+impl ResourceStats {
+    /// Mean over keys of the fraction of wall time some holder was inside: roughly the chance
+    /// that a second holder, granted at a random moment, lands on a holder inside and is seen.
+    pub fn exposure(&self) -> Option<f64> {
+        (self.keys > 0 && self.elapsed_ns > 0).then(|| self.busy_ns as f64 / (self.keys as f64 * self.elapsed_ns as f64))
+    }
+
+    /// The same fraction for the busiest key.
+    pub fn busiest_key_exposure(&self) -> Option<f64> {
+        (self.elapsed_ns > 0).then(|| self.busiest_key_ns as f64 / self.elapsed_ns as f64)
+    }
+
+    /// Add another phase's counts (exposure then weighs each by its wall time and keys).
+    pub fn add(&mut self, o: &ResourceStats) {
+        // Combine so that `exposure()` is the key-time weighted mean of the two.
+        let (a, b) = (self.keys * self.elapsed_ns, o.keys * o.elapsed_ns);
+        self.total.add(&o.total);
+        self.counter_sum += o.counter_sum;
+        self.busy_ns += o.busy_ns;
+        self.busiest_key_ns = self.busiest_key_ns.max(o.busiest_key_ns);
+        self.elapsed_ns += o.elapsed_ns;
+        self.keys = if self.elapsed_ns > 0 { (a + b) / self.elapsed_ns } else { self.keys.max(o.keys) };
+    }
 }
 
 /// What one critical section did and saw, in the resource's own order.
@@ -103,13 +181,18 @@ pub struct SectionRecord {
     pub stale: bool,
     /// The fenced register refused this section's read or write.
     pub rejected: bool,
+    /// The holder's lease was already lost or past its validity when it entered.
+    pub lease_lost: bool,
+    /// Entered with a valid lease and a token not above an earlier section's.
+    pub inversion: bool,
+    /// Refused because of an earlier section's token while its lease was valid.
+    pub legit_refused: bool,
 }
 
 impl Resource {
     pub fn new(keys: usize) -> Self {
         Resource {
             cells: (0..keys.max(1)).map(|_| Cell::default()).collect(),
-            next_section: AtomicU64::new(1),
             epoch: Instant::now(),
         }
     }
@@ -128,33 +211,52 @@ impl Resource {
     }
 
     /// Enter the critical section for key index `key`, presenting `token` (if the backend
-    /// has one). Leave with [`Section::exit`] (or by dropping the section).
+    /// has one), as a holder whose lease is valid. Leave with [`Section::exit`] (or by
+    /// dropping the section).
     pub fn enter(&self, key: usize, token: Option<FencingToken>) -> Section<'_> {
+        self.enter_as(key, token, true)
+    }
+
+    /// Enter as the holder of `lease`: its token, and whether it was still valid (not lost,
+    /// not past `valid_until`) as it entered.
+    pub fn enter_lease(&self, key: usize, lease: &Lease) -> Section<'_> {
+        self.enter_as(key, lease.token, !lease.is_lost())
+    }
+
+    /// Enter with an explicit token and lease validity.
+    pub fn enter_as(&self, key: usize, token: Option<FencingToken>, lease_valid: bool) -> Section<'_> {
         let cell = &self.cells[key];
-        let before = cell.inside.fetch_add(1, Ordering::SeqCst);
-        let id = self.next_section.fetch_add(1, Ordering::Relaxed);
-        let overlapped = before > 0;
-        {
+        let token = token.map(|t| t.0);
+        let mut rec = SectionRecord { key, token, lease_lost: !lease_valid, ..Default::default() };
+        let rank = {
             let mut st = cell.state.lock().unwrap();
+            let now = self.now_ns();
+            rec.enter_ns = now;
+            st.entered += 1;
+            let rank = st.entered;
             st.stats.sections += 1;
-            if overlapped {
+            rec.overlapped = st.inside > 0;
+            if rec.overlapped {
                 st.stats.overlaps += 1;
+            } else {
+                st.busy_since = Some(now);
             }
-        }
-        Section {
-            resource: self,
-            cell,
-            id,
-            fenced_read: None,
-            exited: false,
-            rec: SectionRecord {
-                key,
-                token: token.map(|t| t.0),
-                enter_ns: self.now_ns(),
-                overlapped,
-                ..Default::default()
-            },
-        }
+            st.inside += 1;
+            if !lease_valid {
+                st.stats.entered_expired += 1;
+            }
+            if let Some(t) = token {
+                if lease_valid && st.max_entered.is_some_and(|(m, _)| t <= m) {
+                    rec.inversion = true;
+                    st.stats.token_inversions += 1;
+                }
+                if st.max_entered.is_none_or(|(m, _)| t > m) {
+                    st.max_entered = Some((t, rank));
+                }
+            }
+            rank
+        };
+        Section { cell, rank, fenced_read: None, exited: false, resource: self, rec }
     }
 
     pub fn cell_stats(&self, key: usize) -> CellStats {
@@ -162,11 +264,15 @@ impl Resource {
     }
 
     pub fn stats(&self) -> ResourceStats {
-        let mut out = ResourceStats::default();
+        let now = self.now_ns();
+        let mut out = ResourceStats { keys: self.cells.len() as u64, elapsed_ns: now, ..Default::default() };
         for c in &self.cells {
             let st = c.state.lock().unwrap();
             out.total.add(&st.stats);
             out.counter_sum += st.plain;
+            let busy = st.busy_ns + st.busy_since.map_or(0, |s| now.saturating_sub(s));
+            out.busy_ns += busy;
+            out.busiest_key_ns = out.busiest_key_ns.max(busy);
         }
         out
     }
@@ -177,7 +283,8 @@ impl Resource {
 pub struct Section<'a> {
     resource: &'a Resource,
     cell: &'a Cell,
-    id: u64,
+    /// Rank in the cell's entry order.
+    rank: u64,
     /// The fenced register's value at our read, unless the read was refused.
     fenced_read: Option<u64>,
     exited: bool,
@@ -185,22 +292,31 @@ pub struct Section<'a> {
 }
 
 impl Section<'_> {
-    /// Present the token; true when it is stale.
+    /// Present the token; true when it is stale. A refusal caused by a section that entered
+    /// before this one, while this holder's lease was valid, refuses a legitimate holder.
     fn present(&mut self, st: &mut CellState) -> bool {
         let Some(t) = self.rec.token else { return false };
-        let stale = match st.max_token {
-            Some((max, owner)) => t < max || (t == max && owner != self.id),
-            None => false,
+        let refuser = match st.max_token {
+            Some((max, rank)) if t < max || (t == max && rank != self.rank) => Some(rank),
+            _ => None,
         };
-        if stale {
-            if !self.rec.stale {
-                self.rec.stale = true;
-                st.stats.stale_tokens += 1;
+        match refuser {
+            Some(rank) => {
+                if !self.rec.stale {
+                    self.rec.stale = true;
+                    st.stats.stale_tokens += 1;
+                    if rank < self.rank && !self.rec.lease_lost {
+                        self.rec.legit_refused = true;
+                        st.stats.legit_refused += 1;
+                    }
+                }
+                true
             }
-        } else {
-            st.max_token = Some((t, self.id));
+            None => {
+                st.max_token = Some((t, self.rank));
+                false
+            }
         }
-        stale
     }
 
     fn refuse(&mut self, st: &mut CellState) {
@@ -270,8 +386,15 @@ impl Section<'_> {
     pub fn exit(&mut self) {
         if !self.exited {
             self.exited = true;
-            self.rec.exit_ns = self.resource.now_ns();
-            self.cell.inside.fetch_sub(1, Ordering::SeqCst);
+            let mut st = self.cell.state.lock().unwrap();
+            let now = self.resource.now_ns();
+            self.rec.exit_ns = now;
+            st.inside -= 1;
+            if st.inside == 0 {
+                if let Some(since) = st.busy_since.take() {
+                    st.busy_ns += now.saturating_sub(since);
+                }
+            }
         }
     }
 
@@ -342,7 +465,8 @@ mod tests {
         let (ro, rn) = (old.record(), new.record());
         drop(old);
         assert!(ro.stale && ro.rejected && ro.lost_update && !ro.lost_update_fenced);
-        assert!(!rn.stale && !rn.rejected);
+        assert!(!ro.legit_refused && !ro.inversion, "the superseded holder is stale, not legitimate");
+        assert!(!rn.stale && !rn.rejected && !rn.inversion);
         assert!(rn.read_seq < ro.write_seq);
         let st = r.stats();
         assert_eq!((st.total.lost_updates, st.total.lost_updates_fenced, st.total.rejected, st.total.stale_tokens), (1, 0, 1, 1));
@@ -353,15 +477,79 @@ mod tests {
     #[test]
     fn a_stale_read_is_refused() {
         let r = Resource::new(1);
+        let mut old = section(&r, Some(8));
         let mut new = section(&r, Some(9));
         new.read();
-        let mut old = section(&r, Some(8));
         old.read();
         new.write_incremented();
         old.write_incremented();
-        assert!(old.record().rejected);
+        assert!(old.record().rejected && !old.record().legit_refused);
         drop((old, new));
         assert_eq!(r.stats().total.lost_updates_fenced, 0);
+    }
+
+    /// A token counter reset (a Redis restart without persistence): the next holder, its
+    /// lease valid, presents a token below one seen before. The register refuses it, and that
+    /// refusal is a legitimate holder refused, not a stale write caught.
+    #[test]
+    fn a_token_reset_refuses_a_legitimate_holder() {
+        let r = Resource::new(1);
+        let mut a = section(&r, Some(100));
+        a.read();
+        a.write_incremented();
+        drop(a);
+        let mut b = section(&r, Some(1));
+        b.read();
+        b.write_incremented();
+        let rb = b.record();
+        drop(b);
+        assert!(rb.inversion && rb.legit_refused && rb.rejected);
+        let st = r.stats().total;
+        assert_eq!((st.token_inversions, st.legit_refused, st.rejected, st.stale_refused()), (1, 1, 1, 0));
+    }
+
+    /// A holder that entered with a lease it had already lost (granted after expiry) is not a
+    /// legitimate holder: its refusal is a stale write caught, not an inversion.
+    #[test]
+    fn an_expired_lease_entering_late_is_stale_not_an_inversion() {
+        let r = Resource::new(1);
+        let mut a = r.enter_as(0, Some(FencingToken(11)), true);
+        a.read();
+        a.write_incremented();
+        drop(a);
+        let mut b = r.enter_as(0, Some(FencingToken(10)), false);
+        b.read();
+        let rb = b.record();
+        drop(b);
+        assert!(rb.lease_lost && rb.rejected && !rb.inversion && !rb.legit_refused);
+        let st = r.stats().total;
+        assert_eq!((st.token_inversions, st.legit_refused, st.stale_refused(), st.entered_expired), (0, 0, 1, 1));
+    }
+
+    /// Exposure adds up the time some holder was inside, overlaps counted once.
+    #[test]
+    fn exposure_counts_the_union_of_sections() {
+        let r = Resource::new(2);
+        let mut a = r.enter(0, None);
+        std::thread::sleep(Duration::from_millis(20));
+        let mut b = r.enter(0, None);
+        std::thread::sleep(Duration::from_millis(20));
+        a.exit();
+        b.exit();
+        let busy = {
+            let st = r.stats();
+            st.busy_ns
+        };
+        let inside = b.record().exit_ns - a.record().enter_ns;
+        assert_eq!(busy, inside, "the union of two overlapping sections, once");
+        drop((a, b));
+        std::thread::sleep(Duration::from_millis(20));
+        let st = r.stats();
+        let e = st.exposure().unwrap();
+        // One key of two was busy for `inside` out of `elapsed`.
+        let want = inside as f64 / (2.0 * st.elapsed_ns as f64);
+        assert!((e - want).abs() < 1e-9, "{e} vs {want}");
+        assert!(e < 0.5 && st.busiest_key_exposure().unwrap() > e);
     }
 
     #[test]
@@ -374,5 +562,6 @@ mod tests {
         let mut b = section(&r, Some(7));
         b.read();
         assert!(b.record().stale && b.record().rejected);
+        assert!(b.record().inversion && b.record().legit_refused, "a repeated token is an inversion");
     }
 }
