@@ -59,6 +59,9 @@ pub struct PhaseOutputs {
     /// Stream every operation to this history (a `meta` record opens the segment).
     pub history: Option<(HistoryWriter, String)>,
     pub faults: Option<FaultRunner>,
+    /// How long before the phase's end faults stop (default: a quarter of the phase, 2 s at
+    /// least), so that whether the service recovered can be seen.
+    pub quiet_tail: Option<Duration>,
 }
 
 /// What one phase measured.
@@ -218,6 +221,9 @@ impl Shared {
 /// What an acquire cut short by an interrupt or by the drain bound says in the history.
 const CANCELLED: &str = "cancelled: the run was interrupted or the phase's drain bound passed";
 
+/// How long a retired client may take to close its session before it is abandoned.
+const RETIRE_CLOSE: Duration = Duration::from_secs(2);
+
 /// How long in-flight operations may take to finish once a phase's time is up.
 fn drain_bound(w: &Workload) -> Duration {
     (w.wait_timeout + w.hold.max() + Duration::from_secs(5)).min(Duration::from_secs(30))
@@ -293,7 +299,7 @@ pub async fn run_phase(
     // before the phase ends (a run always ends healed, and shows whether it recovered).
     let faults_stop = cancel.child_token();
     let faults = out.faults.map(|f| {
-        let tail = (w.duration / 4).max(Duration::from_secs(2)).min(w.duration / 2);
+        let tail = out.quiet_tail.unwrap_or((w.duration / 4).max(Duration::from_secs(2))).min(w.duration / 2);
         let fs = faults_stop.clone();
         let epoch = shared.resource.epoch();
         let from = started + w.warmup;
@@ -575,8 +581,12 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
         }
         if retire {
             // Its operation may still take effect: this process is done, a new one takes
-            // its place (Jepsen's rule for `info`).
-            client.abandon().await;
+            // its place (Jepsen's rule for `info`). Like an application that saw the error,
+            // it closes its session (revoking its lease, freeing any claim it may hold) if
+            // the servers answer in time; if they do not, the claim expires with its TTL.
+            if tokio::time::timeout(RETIRE_CLOSE, client.close()).await.is_err() {
+                client.abandon().await;
+            }
             sh.retired.fetch_add(1, Ordering::Relaxed);
             if sh.abort.is_cancelled() {
                 return;

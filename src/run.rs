@@ -26,7 +26,7 @@ use crate::verdict::FencingMode;
 use crate::workload::Workload;
 
 /// The hold a faulted phase uses when its workload holds 0 and no `--hold` was given.
-pub const FAULT_HOLD: Duration = Duration::from_millis(10);
+pub const FAULT_HOLD: Duration = Duration::from_millis(25);
 
 /// Whether a run keeps its history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -305,6 +305,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                 on_tick: Some(on_tick),
                 history: history.clone().map(|h| (h, kind.name().to_string())),
                 faults,
+                quiet_tail: None,
             };
             // Keys are named after the run and the workload; the phases of a sweep get keys
             // of their own, so no claim left by one phase can block the next.

@@ -58,9 +58,17 @@ pub struct Availability {
     pub success_seconds_pct: f64,
     /// Longest stretch without a successful acquisition (after the first).
     pub longest_gap_ms: u64,
-    /// Longest time from a fault's heal to the first success after it.
+    /// Longest time from a fault's heal to the first success after it (at least the rest of
+    /// the phase when none came).
     pub recovery_ms: u64,
+    /// Every heal was followed by a successful acquisition.
+    #[serde(default = "yes")]
+    pub recovered: bool,
     pub seconds: u64,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Availability {
@@ -77,6 +85,7 @@ impl Availability {
             success_seconds_pct: f.get("success_seconds_pct")?.as_f64()?,
             longest_gap_ms: f.get("longest_gap_ms")?.as_u64()?,
             recovery_ms: f.get("recovery_ms")?.as_u64()?,
+            recovered: f.get("recovered").and_then(|v| v.as_bool()).unwrap_or(true),
             seconds: f.get("seconds")?.as_u64()?,
         })
     }
@@ -108,6 +117,7 @@ impl Availability {
             success_seconds_pct: if seconds > 0 { (good * 1000.0 / seconds as f64).round() / 10.0 } else { 100.0 },
             longest_gap_ms: v.iter().map(|a| a.longest_gap_ms).max().unwrap_or(0),
             recovery_ms: v.iter().map(|a| a.recovery_ms).max().unwrap_or(0),
+            recovered: v.iter().all(|a| a.recovered),
             seconds,
         })
     }
@@ -299,10 +309,10 @@ pub fn verdict(m: &Measured, mode: FencingMode) -> Verdict {
     }
     match (&m.availability, &availability, &class_observed) {
         (Some(a), Some(av), Some(c)) => summary.push_str(&format!(
-            "; {av} under {}: grant rate {} of normal, recovery {} ms; claims {}, observed {c}{}",
+            "; {av} under {}: grant rate {} of normal, {}; claims {}, observed {c}{}",
             m.faults_applied.join(", "),
             a.ratio.map_or("unknown".into(), |r| format!("{:.0}%", r * 100.0)),
-            a.recovery_ms,
+            if a.recovered { format!("recovery {} ms", a.recovery_ms) } else { format!("NOT recovered {} ms after a heal", a.recovery_ms) },
             m.claimed,
             if contradiction { " (CONTRADICTS the claim)" } else { "" }
         )),
@@ -346,7 +356,7 @@ mod tests {
     fn under_faults(m: Measured, ratio: f64) -> Measured {
         Measured {
             faults_applied: vec!["kill".into()],
-            availability: Some(Availability { ratio: Some(ratio), ..Default::default() }),
+            availability: Some(Availability { ratio: Some(ratio), recovered: true, ..Default::default() }),
             ..m
         }
     }

@@ -90,13 +90,29 @@ pub fn check(h: &History) -> CheckResult {
     let pct = if seconds > 0 { (good as f64 * 1000.0 / seconds as f64).round() / 10.0 } else { 100.0 };
 
     let mut faults = Vec::new();
+    // From each heal to the first grant after it. A fault whose heal is followed by another
+    // fault before any grant has its recovery cut short (listed, not counted); the last heal
+    // never followed by a grant counts as at least the rest of the segment, and the segment
+    // as not recovered.
     let mut recovery = 0u64;
+    let mut starts: Vec<u64> = h.faults.iter().map(|f| f.start).collect();
+    starts.sort_unstable();
     for f in &h.faults {
         let after_start = oks.get(oks.partition_point(|&t| t < f.start)).map(|&t| t - f.start);
-        let after_heal = f.end.and_then(|e| oks.get(oks.partition_point(|&t| t < e)).map(|&t| t - e));
-        if let Some(d) = after_heal {
-            recovery = recovery.max(d);
-        }
+        let next_grant = f.end.and_then(|e| oks.get(oks.partition_point(|&t| t < e)).copied());
+        let next_fault = f.end.and_then(|e| starts.get(starts.partition_point(|&s| s <= e)).copied());
+        let after_heal = match (f.end, next_grant, next_fault) {
+            (Some(e), Some(g), nf) if nf.is_none_or(|s| g <= s) => {
+                recovery = recovery.max(g - e);
+                Some(g - e)
+            }
+            (Some(e), _, None) => {
+                recovery = recovery.max(end.saturating_sub(e));
+                None
+            }
+            _ => None,
+        };
+        let cut_short = matches!((f.end, next_grant, next_fault), (Some(_), g, Some(s)) if g.is_none_or(|g| g > s));
         faults.push(serde_json::json!({
             "fault": f.f,
             "targets": f.targets,
@@ -104,14 +120,15 @@ pub fn check(h: &History) -> CheckResult {
             "end_ms": f.end.map(|e| e / 1_000_000),
             "first_success_after_ms": after_start.map(|d| d / 1_000_000),
             "recovery_after_heal_ms": after_heal.map(|d| d / 1_000_000),
+            "next_fault_before_recovery": cut_short,
         }));
     }
     let skipped: Vec<_> = h.skipped.iter().map(|s| serde_json::json!({"fault": s.f, "at_ms": s.ns / 1_000_000, "why": s.why})).collect();
-    let last_heal = h.faults.iter().filter_map(|f| f.end).max();
     let never_healed = h.faults.iter().any(|f| f.end.is_none());
-    let recovered = match last_heal {
-        Some(t) => oks.last().is_some_and(|&l| l >= t),
-        None => !oks.is_empty(),
+    // Recovered: a grant after the last heal (without faults: any grant at all).
+    let recovered = match h.faults.iter().filter_map(|f| f.end).max() {
+        Some(t) => !never_healed && oks.last().is_some_and(|&l| l >= t),
+        None => !oks.is_empty() && !never_healed,
     };
     let rate = |n: u64, ns: u64| (ns > 0).then(|| n as f64 / (ns as f64 / 1e9));
     let (rate_in, rate_out) = (rate(oks_in, fault_ns), rate(oks_out, outside_ns));
@@ -154,6 +171,7 @@ pub fn check(h: &History) -> CheckResult {
         "success_seconds_pct": pct,
         "longest_gap_ms": longest / 1_000_000,
         "recovery_ms": recovery / 1_000_000,
+        "recovered": recovered,
         "faults": faults,
         "skipped": skipped,
     });
