@@ -246,4 +246,9 @@ pub trait Backend: Send + Sync {
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError>;
     /// A one-line description of where this backend points, without credentials.
     fn describe(&self) -> String;
+    /// What the servers hold for lock `key` right now: every client's claim (held or queued)
+    /// as the server names it (etcd keys under `key/`, ZooKeeper children of the lock
+    /// directory, the Redis key, the PostgreSQL row, the Redlock key on each node that has it).
+    /// For checks that nothing is left behind.
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError>;
 }

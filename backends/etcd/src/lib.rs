@@ -145,6 +145,18 @@ impl Backend for EtcdBackend {
     fn describe(&self) -> String {
         format!("etcd {}", self.config.endpoints.join(","))
     }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
+        let kv = self.client.kv_client();
+        let pfx = format!("{key}/");
+        let (r, _) = retrying(self.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let pfx = pfx.clone();
+            async move { kv.get(pfx, Some(GetOptions::new().with_prefix().with_keys_only())).await }
+        })
+        .await;
+        let r = r.map_err(|e| definite(e, &self.config))?;
+        Ok(r.kvs().iter().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()).collect())
+    }
 }
 
 /// One logical client: one etcd lease, shared by every lock this client takes.

@@ -206,6 +206,11 @@ impl RedisNode {
         self.bounded_within(inv.invoke_async::<i64>(&mut conn), true, within).await.map(|n| n == 1)
     }
 
+    /// Whether `key` exists on this node (a read: a failure is definite).
+    pub async fn exists(&self, key: &str) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        self.bounded(redis::cmd("EXISTS").arg(key).query_async::<i64>(&mut conn), false).await.map(|n| n > 0)
+    }
 
     /// `INFO server` field `redis_version`.
     pub async fn version(&self) -> Result<String, LockError> {

@@ -86,6 +86,16 @@ impl Backend for RedlockBackend {
         let eps: Vec<&str> = self.nodes.iter().map(|n| n.endpoint.as_str()).collect();
         format!("redlock {}", eps.join(","))
     }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
+        let found = join_all(self.nodes.iter().map(|n| n.exists(key))).await;
+        let mut out = Vec::new();
+        for (n, f) in self.nodes.iter().zip(found) {
+            if f? {
+                out.push(format!("{} {key}", n.endpoint));
+            }
+        }
+        Ok(out)
+    }
 }
 
 struct Redlock {

@@ -88,6 +88,28 @@ impl Backend for ZkBackend {
     fn describe(&self) -> String {
         format!("zookeeper {}", self.config.endpoints.join(","))
     }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
+        let dir = lock_dir(key)?;
+        // A short session of its own, closed when done; `sync` first so the server we
+        // read from has caught up with the leader.
+        let s = ZkSession::open(&self.config, Duration::from_secs(4), false).await?;
+        let rt = self.config.request_timeout;
+        let listed = async {
+            let client = s.client()?;
+            match retrying(rt, || client.sync(&dir)).await.0 {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(e),
+            }
+            match retrying(rt, || client.list_children(&dir)).await.0 {
+                Ok(children) => Ok(children),
+                Err(zk::Error::NoNode) => Ok(Vec::new()),
+                Err(e) => Err(e),
+            }
+        }
+        .await;
+        s.close().await;
+        Ok(listed.map_err(|e| map_err(e, false))?.into_iter().map(|c| format!("{dir}/{c}")).collect())
+    }
 }
 
 struct ZkLock {
