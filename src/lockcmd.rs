@@ -3,17 +3,33 @@
 //! NAME is used verbatim as the etcd lock name, the Redis key and (with a leading `/` added
 //! when missing) the ZooKeeper lock directory, so other clients of the same recipe contend
 //! with it. While the command runs the lock is kept: session backends by their keep-alive,
-//! TTL backends by extending every third of the TTL. If the lock is lost the command is
-//! stopped and dlbench exits 1; otherwise it exits with the command's status.
+//! TTL backends by extending every third of the TTL.
+//!
+//! The command is stopped rather than left running without the lock:
+//! - if the lock is lost, the command gets SIGTERM at once and dlbench exits 1 once it has
+//!   ended;
+//! - SIGTERM or SIGHUP to dlbench: the command gets SIGTERM (a second signal: SIGKILL) while
+//!   the lock is still kept; once it has ended the lock is released and dlbench exits
+//!   128 + the signal's number (143, 129);
+//! - SIGINT (Ctrl-C) reaches the command from the terminal; dlbench waits for it as usual;
+//! - if dlbench itself dies (SIGKILL), the kernel kills the command (parent-death signal),
+//!   before the lock's TTL can hand the lock to someone else;
+//! - a release at the end that finds the lock already gone exits 1: the command may have
+//!   run without it.
 
 use std::path::Path;
 use std::time::Duration;
 
-use dlbench_core::AcquireOptions;
+use dlbench_core::{AcquireOptions, LockError};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::connect::{self, Timeouts};
 use crate::endpoints::Endpoints;
 use crate::kind::BackendKind;
+
+/// Below this, keeping a lock alive from a shell is all refresh and no hold: extensions go
+/// every third of the TTL and one slow round trip loses the lock.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
 
 pub struct LockArgs<'a> {
     pub endpoints: &'a Path,
@@ -24,36 +40,109 @@ pub struct LockArgs<'a> {
     pub command: &'a [String],
 }
 
+/// SIGTERM and SIGHUP, which stop the command.
+struct StopSignals {
+    term: Signal,
+    hup: Signal,
+}
+
+impl StopSignals {
+    fn install() -> anyhow::Result<Self> {
+        Ok(StopSignals { term: signal(SignalKind::terminate())?, hup: signal(SignalKind::hangup())? })
+    }
+
+    /// The next SIGTERM or SIGHUP, as its number.
+    async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.term.recv() => libc::SIGTERM,
+            _ = self.hup.recv() => libc::SIGHUP,
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "signal",
+    }
+}
+
+/// Send `sig` to the command, by the PID we spawned (none once it has been reaped).
+fn signal_child(child: &tokio::process::Child, sig: i32) {
+    if let Some(pid) = child.id() {
+        // SAFETY: signalling our own child by the PID we spawned.
+        unsafe { libc::kill(pid as i32, sig) };
+    }
+}
+
 pub async fn lock(a: LockArgs<'_>) -> anyhow::Result<i32> {
+    if a.ttl < MIN_TTL {
+        anyhow::bail!("--ttl {:?} is too short: a lock held from the shell needs at least {:?}", a.ttl, MIN_TTL);
+    }
     let (program, args) = a.command.split_first().ok_or_else(|| anyhow::anyhow!("no command given after --"))?;
     let endpoints = Endpoints::load(a.endpoints)?;
-    let backend = connect::connect(a.backend, &endpoints, Timeouts::default(), None)
-        .await
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.backend))?;
+    // From here on SIGTERM and SIGHUP no longer kill us outright: each is handled below.
+    let mut stops = StopSignals::install()?;
+    let backend = tokio::select! {
+        b = connect::connect(a.backend, &endpoints, Timeouts::default(), None) => b.map_err(|e| anyhow::anyhow!("{}: {e}", a.backend))?,
+        sig = stops.recv() => {
+            eprintln!("dlbench lock: {} while connecting; giving up", signal_name(sig));
+            return Ok(128 + sig);
+        }
+    };
     let client = backend.client().await.map_err(|e| anyhow::anyhow!("{}: {e}", a.backend))?;
     // No --wait means wait as long as it takes, as etcdctl does.
     let wait = a.wait.unwrap_or(Duration::from_secs(365 * 24 * 3600));
     let opts = AcquireOptions::default().with_ttl(a.ttl).with_wait(wait).with_retry_interval(Duration::from_millis(50));
-    let mut lease = client
-        .acquire(a.name, &opts)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot acquire {:?} on {}: {e}", a.name, a.backend))?;
+    let acquired = tokio::select! {
+        r = client.acquire(a.name, &opts) => r,
+        sig = stops.recv() => {
+            eprintln!("dlbench lock: {} while waiting for {:?}; giving up", signal_name(sig), a.name);
+            // Ends the session of a session backend, and with it a claim we may have left.
+            client.close().await;
+            return Ok(128 + sig);
+        }
+    };
+    let mut lease = acquired.map_err(|e| anyhow::anyhow!("cannot acquire {:?} on {}: {e}", a.name, a.backend))?;
 
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args).env("DLBENCH_LOCK_NAME", a.name).env("DLBENCH_LOCK_BACKEND", a.backend.name());
     if let Some(t) = lease.token {
         cmd.env("DLBENCH_LOCK_TOKEN", t.to_string());
     }
+    // If dlbench dies without stopping the command (SIGKILL, a crash), the kernel kills it:
+    // otherwise it would run on while the lock expires and another client takes it. The
+    // signal follows the thread that forked; this runs on the thread that blocks on the
+    // runtime (or a runtime worker), which lives as long as the process.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1); // dlbench died before the command could ask to follow it
+            }
+            Ok(())
+        });
+    }
+    // Ctrl-C reaches the command too (same terminal); we wait for it to finish. Listening
+    // keeps SIGINT from killing dlbench while the command still runs under the lock.
+    let mut int = signal(SignalKind::interrupt())?;
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             let _ = client.release(lease).await;
+            client.close().await;
             anyhow::bail!("cannot run {program}: {e}");
         }
     };
     let mut lost = lease.lost.clone();
     let mut refresh = tokio::time::interval((a.ttl / 3).max(Duration::from_millis(100)));
     refresh.tick().await;
+    let mut stopped_by: Option<i32> = None;
     let status = loop {
         tokio::select! {
             s = child.wait() => break Some(s?),
@@ -61,29 +150,45 @@ pub async fn lock(a: LockArgs<'_>) -> anyhow::Result<i32> {
                 eprintln!("dlbench lock: lost {:?}: {reason}; stopping the command", a.name);
                 break None;
             }
+            // Keep the lock while the command runs, also while it shuts down after a signal.
             _ = refresh.tick() => {
                 if let Err(e) = client.extend(&mut lease, a.ttl).await {
                     eprintln!("dlbench lock: could not keep {:?}: {e}; stopping the command", a.name);
                     break None;
                 }
             }
-            // Ctrl-C reaches the command too (same terminal); we wait for it to finish.
-            _ = tokio::signal::ctrl_c() => {}
+            sig = stops.recv() => {
+                if stopped_by.is_none() {
+                    eprintln!("dlbench lock: {}; stopping the command", signal_name(sig));
+                    stopped_by = Some(sig);
+                    signal_child(&child, libc::SIGTERM);
+                } else {
+                    eprintln!("dlbench lock: {} again; killing the command", signal_name(sig));
+                    signal_child(&child, libc::SIGKILL);
+                }
+            }
+            _ = int.recv() => {}
         }
     };
     let Some(status) = status else {
-        if let Some(pid) = child.id() {
-            // SAFETY: signalling our own child by the PID we spawned.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-        }
+        signal_child(&child, libc::SIGTERM);
         let _ = child.wait().await;
         client.close().await;
         return Ok(1);
     };
-    if let Err(e) = client.release(lease).await {
-        eprintln!("dlbench lock: release of {:?} failed: {e}", a.name);
-    }
+    let released = client.release(lease).await;
     client.close().await;
+    match released {
+        Ok(()) => {}
+        Err(e @ (LockError::NotHeld(_) | LockError::SessionLost(_))) => {
+            eprintln!("dlbench lock: {:?} was already gone when the command ended ({e}); it may have run without the lock", a.name);
+            return Ok(1);
+        }
+        Err(e) => eprintln!("dlbench lock: release of {:?} failed: {e}", a.name),
+    }
+    if let Some(sig) = stopped_by {
+        return Ok(128 + sig);
+    }
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }

@@ -209,3 +209,124 @@ fn up_then_lock_serializes_commands_on_every_backend() {
     let left = processes_under(&dir);
     assert!(left.is_empty(), "left behind after up was stopped: {left:?}");
 }
+
+/// `--ttl` under 100 ms is refused before anything is connected: one line, exit 2.
+#[test]
+fn lock_refuses_a_ttl_under_100ms() {
+    let dir = scratch("lock-ttl");
+    // The endpoints file does not exist: the TTL must be checked before it is even read.
+    let out = dlbench()
+        .args(["lock", "--endpoints"])
+        .arg(dir.join("no-such-endpoints.toml"))
+        .args(["--backend", "redis", "--ttl", "50ms", "ttl-name", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
+    assert!(err.contains("--ttl") && err.contains("100ms"), "{err}");
+}
+
+/// Whether `pid` is a live process (a zombie waiting for its reaper does not count).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X')),
+    }
+}
+
+/// Start `dlbench lock` on Redis with `sh -c 'echo $$ > PIDFILE; exec sleep 60'` and return
+/// it with the PID of the sleep, once the command runs.
+fn lock_running_sleep(ep: &std::path::Path, dir: &std::path::Path, name: &str, ttl: &str) -> (std::process::Child, i32) {
+    let pidfile = dir.join(format!("{name}.pid"));
+    let script = format!("echo $$ > {p}.tmp && mv {p}.tmp {p} && exec sleep 60", p = pidfile.display());
+    let child = dlbench()
+        .args(["lock", "--endpoints"])
+        .arg(ep)
+        .args(["--backend", "redis", "--ttl", ttl, name, "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the locked command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (child, pid)
+}
+
+fn wait_gone(pid: i32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// `dlbench up` stopped (Ctrl-C, then waited for) however the test ends, so a failed
+/// assertion does not leave servers running.
+struct Up(std::process::Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            sigint(&self.0);
+            let _ = wait_exit(&mut self.0, Duration::from_secs(60));
+        }
+    }
+}
+
+/// SIGTERM (SIGHUP) to `dlbench lock` stops the command, releases the lock and exits 143
+/// (129); SIGKILL to `dlbench lock` takes the command down with it.
+#[test]
+fn lock_command_never_outlives_dlbench() {
+    let dir = scratch("lock-signals");
+    let (up, ep) = common::up(&dir, &["--backends", "redis"], &[]);
+    let mut up = Up(up);
+
+    // SIGTERM or SIGHUP: the command is stopped, the lock released (long before its 30 s TTL).
+    for (sig, code, name) in [(libc::SIGTERM, 143, "term-name"), (libc::SIGHUP, 129, "hup-name")] {
+        let (mut lock, sleep_pid) = lock_running_sleep(&ep, &dir, name, "30s");
+        // SAFETY: signalling our own child by its PID.
+        unsafe { libc::kill(lock.id() as i32, sig) };
+        let status = wait_exit(&mut lock, Duration::from_secs(30));
+        let stopped = wait_gone(sleep_pid, Duration::from_secs(10));
+        if !stopped {
+            // SAFETY: the sleep this test started (through dlbench), by its PID.
+            unsafe { libc::kill(sleep_pid, libc::SIGKILL) };
+        }
+        assert!(stopped, "the command (pid {sleep_pid}) still runs after dlbench lock got signal {sig}");
+        assert!(!status.success(), "dlbench lock after signal {sig}: {status}");
+        assert_eq!(status.code(), Some(code), "dlbench lock after signal {sig} exits 128 + {sig}");
+        let free = dlbench()
+            .args(["lock", "--endpoints"])
+            .arg(&ep)
+            .args(["--backend", "redis", "--wait", "0s", name, "--", "true"])
+            .output()
+            .unwrap();
+        assert!(free.status.success(), "the lock was not released after signal {sig}: {}", String::from_utf8_lossy(&free.stderr));
+    }
+
+    // SIGKILL: dlbench cannot clean up; the kernel must stop the command.
+    let (mut lock, sleep_pid) = lock_running_sleep(&ep, &dir, "kill-name", "2s");
+    // SAFETY: signalling our own child by its PID.
+    unsafe { libc::kill(lock.id() as i32, libc::SIGKILL) };
+    let _ = wait_exit(&mut lock, Duration::from_secs(10));
+    let died = wait_gone(sleep_pid, Duration::from_secs(10));
+    if !died {
+        // SAFETY: the sleep this test started (through dlbench), by its PID.
+        unsafe { libc::kill(sleep_pid, libc::SIGKILL) };
+    }
+    assert!(died, "the command (pid {sleep_pid}) outlived a SIGKILLed dlbench lock");
+
+    sigint(&up.0);
+    let status = wait_exit(&mut up.0, Duration::from_secs(60));
+    assert!(status.success(), "dlbench up after Ctrl-C: {status}");
+    let left = processes_under(&dir);
+    assert!(left.is_empty(), "left behind after up was stopped: {left:?}");
+}

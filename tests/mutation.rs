@@ -70,6 +70,9 @@ impl Backend for Mutant {
     fn describe(&self) -> String {
         format!("memory with mutation {:?}", self.m)
     }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
+        self.inner.claims(key).await
+    }
 }
 
 struct MutantClient {

@@ -129,3 +129,53 @@ mod interop {
         client.close().await;
     }
 }
+
+mod redlock_faults {
+    use super::*;
+    use dlbench::connect::{self, Timeouts};
+    use dlbench::target::local::LocalTarget;
+    use dlbench_core::{AcquireOptions, LockError};
+    use std::time::Instant;
+
+    /// A paused (SIGSTOPped) Redlock node costs a release its per-node bound, not the request
+    /// timeout; when no node answers in time, the release's outcome is unknown.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn release_waits_a_paused_node_only_its_per_node_bound() {
+        let dir = std::env::temp_dir().join(format!("dlbench-test-redlock-paused-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let target = LocalTarget::start(&dir, &[BackendKind::Redlock], Default::default()).await.expect("start the Redlock nodes");
+        // A request timeout far above the per-node bound (100 ms for a 10 s TTL).
+        let t = Timeouts { connect: Duration::from_secs(5), request: Duration::from_secs(20) };
+        let backend = connect::connect(BackendKind::Redlock, target.endpoints(), t, None).await.expect("connect");
+        let client = backend.client().await.expect("client");
+        let nodes = target.nodes_of(BackendKind::Redlock);
+        let opts = AcquireOptions::default().with_ttl(Duration::from_secs(10)).with_wait(Duration::from_secs(5));
+
+        // One node paused: the other four delete, the release succeeds.
+        let lease = client.acquire(&dlbench_core::conformance::unique_key("redlock-paused-1"), &opts).await.expect("acquire");
+        assert!(nodes[0].pause(), "pause node 0");
+        let started = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(60), client.release(lease)).await;
+        let took = started.elapsed();
+        nodes[0].resume();
+        assert!(matches!(r, Ok(Ok(()))), "release with 4 of 5 nodes answering: {r:?}");
+        assert!(took < Duration::from_secs(5), "release took {took:?} with one node paused (request timeout 20 s)");
+
+        // Every node paused: nobody confirms, so the release may or may not have happened.
+        let lease = client.acquire(&dlbench_core::conformance::unique_key("redlock-paused-all"), &opts).await.expect("acquire");
+        for n in &nodes {
+            assert!(n.pause(), "pause {n:?}");
+        }
+        let started = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(60), client.release(lease)).await;
+        let took = started.elapsed();
+        for n in &nodes {
+            n.resume();
+        }
+        assert!(matches!(r, Ok(Err(LockError::Indeterminate(_)))), "release with no node answering: {r:?}");
+        assert!(took < Duration::from_secs(5), "release took {took:?} with every node paused (request timeout 20 s)");
+        client.close().await;
+        drop(target);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{AcquireOptions, Backend, FencingToken, LockError, Resource};
+use crate::{AcquireOptions, Backend, Expiry, FencingToken, LockError, Resource};
 
 /// A key no other test on the same servers uses.
 pub fn unique_key(case: &str) -> String {
@@ -181,6 +181,71 @@ pub async fn wait_timeout_is_definite(backend: Arc<dyn Backend>) {
     }
 }
 
+/// Claims `key` still has on the servers, polled until there are none or `within` passes.
+async fn claims_left(backend: &dyn Backend, key: &str, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = backend.claims(key).await.unwrap_or_else(|e| panic!("claims({key}): {e}"));
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Two clients take turns on a key (one holding, one queued behind it), release, and close:
+/// afterwards the servers hold no claim on the key. `claims` must see the claims while they
+/// exist, or the final check would prove nothing. A session backend's client also closes
+/// while still holding a third lock: closing ends the session, so its claim must go at once,
+/// long before the session's TTL would expire it.
+pub async fn nothing_left_behind(backend: Arc<dyn Backend>) {
+    let key = unique_key("leftover");
+    // Far longer than the bound below: a claim that goes only by expiry fails the check.
+    let ttl = 30;
+    let bound = Duration::from_secs(10);
+    assert!(backend.claims(&key).await.expect("claims on a fresh key").is_empty(), "a fresh key has claims");
+    let a = backend.client().await.expect("client a");
+    let b = backend.client().await.expect("client b");
+    let la = a.acquire(&key, &opts(ttl, Duration::from_secs(5))).await.expect("a acquires a free lock");
+    let held = backend.claims(&key).await.expect("claims while held");
+    assert!(!held.is_empty(), "{}: claims() shows nothing while a holds {key}", backend.name());
+    let waiter = {
+        let key = key.clone();
+        tokio::spawn(async move {
+            let r = b.acquire(&key, &opts(ttl, Duration::from_secs(30))).await;
+            (b, r)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.release(la).await.expect("a releases");
+    let (b, r) = tokio::time::timeout(Duration::from_secs(30), waiter)
+        .await
+        .expect("b still waiting 30 s after release")
+        .expect("b task");
+    let lb = r.expect("b acquires after a released");
+    b.release(lb).await.expect("b releases");
+    a.close().await;
+    b.close().await;
+    let left = claims_left(backend.as_ref(), &key, bound).await;
+    assert!(left.is_empty(), "{}: left behind on {key} after release and close: {left:?}", backend.name());
+
+    if backend.capabilities().expiry == Expiry::Session {
+        let key = unique_key("leftover-close");
+        let c = backend.client().await.expect("client c");
+        let _held = c.acquire(&key, &opts(ttl, Duration::from_secs(5))).await.expect("c acquires");
+        assert!(!backend.claims(&key).await.expect("claims while held").is_empty(), "claims() shows nothing while c holds {key}");
+        let started = Instant::now();
+        c.close().await;
+        let left = claims_left(backend.as_ref(), &key, bound).await;
+        assert!(
+            left.is_empty(),
+            "{}: {key} still claimed {:?} after its holder closed its session (TTL {ttl} s): {left:?}",
+            backend.name(),
+            started.elapsed()
+        );
+    }
+}
+
 /// Pointed at a port nobody listens on, connecting or acquiring errors within `bound`.
 pub async fn unreachable_fails_fast<F>(connect: F, bound: Duration)
 where
@@ -240,6 +305,10 @@ macro_rules! conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn wait_timeout_is_definite() {
                 c::wait_timeout_is_definite($make).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn nothing_left_behind() {
+                c::nothing_left_behind($make).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn unreachable_fails_fast() {

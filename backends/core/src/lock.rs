@@ -251,8 +251,5 @@ pub trait Backend: Send + Sync {
     /// as the server names it (etcd keys under `key/`, ZooKeeper children of the lock
     /// directory, the Redis key, the PostgreSQL row, the Redlock key on each node that has it).
     /// For checks that nothing is left behind.
-    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
-        let _ = key;
-        Err(LockError::Config(format!("{} cannot list its claims", self.name())))
-    }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError>;
 }

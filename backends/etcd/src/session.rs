@@ -6,7 +6,7 @@ use dlbench_core::{LockError, LostSender, LostSignal};
 use etcd_client::Client;
 use tokio::task::JoinHandle;
 
-use crate::{definite, is_definite, EtcdConfig};
+use crate::{definite, retryable, EtcdConfig};
 
 pub(crate) struct Session {
     pub lease_id: i64,
@@ -27,8 +27,10 @@ impl Session {
             let attempt = tokio::time::timeout_at(deadline.into(), leases.grant(secs, None)).await;
             match attempt {
                 Ok(Ok(g)) => break g,
-                Ok(Err(e)) if is_definite(&e) && Instant::now() < deadline => {
-                    tracing::debug!("etcd lease grant refused, retrying: {e}");
+                // A grant that may have been applied only leaves a lease nobody uses, which
+                // expires by itself: any transient failure is worth another try.
+                Ok(Err(e)) if retryable(&e) && Instant::now() < deadline => {
+                    tracing::debug!("etcd lease grant failed, retrying: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Ok(Err(e)) => return Err(definite(e, config)),

@@ -118,6 +118,14 @@ impl Backend for MemoryBackend {
     fn describe(&self) -> String {
         "memory (in-process reference)".into()
     }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
+        let now = Instant::now();
+        let keys = self.shared.keys.lock().unwrap();
+        let Some(st) = keys.get(key) else { return Ok(Vec::new()) };
+        let holder = st.holder.iter().filter(|h| h.expires > now).map(|h| format!("{key}: held by client {}", h.owner));
+        let queued = st.queue.iter().filter(|w| !w.grant.is_closed()).map(|w| format!("{key}: queued client {}", w.owner));
+        Ok(holder.chain(queued).collect())
+    }
 }
 
 struct MemoryClient {
@@ -281,5 +289,9 @@ mod tests {
     #[tokio::test]
     async fn wait_timeout_is_definite() {
         dlbench_core::conformance::wait_timeout_is_definite(b()).await
+    }
+    #[tokio::test]
+    async fn nothing_left_behind() {
+        dlbench_core::conformance::nothing_left_behind(b()).await
     }
 }

@@ -43,6 +43,10 @@ RETURNING token";
 pub const RELEASE: &str = "UPDATE dlbench_locks SET lock_until = '-infinity', locked_by = ''
 WHERE name = $1 AND locked_by = $2 AND lock_until > now()";
 
+/// Live claims on a lock: $1 name. Rows stay after release (the token lives in them), so
+/// only a row whose `lock_until` has not passed is a claim.
+const CLAIMS: &str = "SELECT locked_by FROM dlbench_locks WHERE name = $1 AND lock_until > now()";
+
 const EXTEND: &str = "UPDATE dlbench_locks SET lock_until = now() + make_interval(secs => $3)
 WHERE name = $1 AND locked_by = $2 AND lock_until > now()";
 
@@ -179,6 +183,14 @@ impl Backend for PgBackend {
     }
     fn describe(&self) -> String {
         format!("postgres {}/{}", self.config.endpoint, self.config.database)
+    }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
+        let q = sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(&self.pool);
+        let owners = tokio::time::timeout(self.config.request_timeout, q)
+            .await
+            .map_err(|_| LockError::Unavailable(format!("postgres at {}: no reply in time", self.config.endpoint)))?
+            .map_err(|e| classify(e, false, &self.config.endpoint))?;
+        Ok(owners.into_iter().map(|o| format!("dlbench_locks row {key:?} locked_by {o}")).collect())
     }
 }
 

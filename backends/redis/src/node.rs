@@ -138,10 +138,19 @@ impl RedisNode {
     }
 
     async fn bounded<T>(&self, f: impl std::future::Future<Output = redis::RedisResult<T>>, writes: bool) -> Result<T, LockError> {
-        match tokio::time::timeout(self.timeout, f).await {
+        self.bounded_within(f, writes, self.timeout).await
+    }
+
+    async fn bounded_within<T>(
+        &self,
+        f: impl std::future::Future<Output = redis::RedisResult<T>>,
+        writes: bool,
+        within: Duration,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(within, f).await {
             Ok(r) => r.map_err(|e| classify(&self.endpoint, e, writes)),
-            Err(_) if writes => Err(LockError::Indeterminate(format!("redis at {}: no reply within {:?}", self.endpoint, self.timeout))),
-            Err(_) => Err(LockError::Unavailable(format!("redis at {}: no reply within {:?}", self.endpoint, self.timeout))),
+            Err(_) if writes => Err(LockError::Indeterminate(format!("redis at {}: no reply within {within:?}", self.endpoint))),
+            Err(_) => Err(LockError::Unavailable(format!("redis at {}: no reply within {within:?}", self.endpoint))),
         }
     }
 
@@ -172,18 +181,35 @@ impl RedisNode {
 
     /// Delete `key` if it still holds `token`: true when deleted.
     pub async fn compare_delete(&self, key: &str, token: &str) -> Result<bool, LockError> {
+        self.compare_delete_within(key, token, self.timeout).await
+    }
+
+    /// As [`Self::compare_delete`] with a per-call timeout (Redlock's per-node bound); no
+    /// reply in time is an unknown outcome.
+    pub async fn compare_delete_within(&self, key: &str, token: &str, within: Duration) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
         let mut inv = self.scripts.release.prepare_invoke();
         inv.key(key).arg(token);
-        self.bounded(inv.invoke_async::<i64>(&mut conn), true).await.map(|n| n == 1)
+        self.bounded_within(inv.invoke_async::<i64>(&mut conn), true, within).await.map(|n| n == 1)
     }
 
     /// Set `key`'s TTL to `ttl` if it still holds `token`: true when extended.
     pub async fn compare_pexpire(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, LockError> {
+        self.compare_pexpire_within(key, token, ttl, self.timeout).await
+    }
+
+    /// As [`Self::compare_pexpire`] with a per-call timeout (Redlock's per-node bound).
+    pub async fn compare_pexpire_within(&self, key: &str, token: &str, ttl: Duration, within: Duration) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
         let mut inv = self.scripts.extend.prepare_invoke();
         inv.key(key).arg(token).arg(ttl.as_millis().max(1) as u64);
-        self.bounded(inv.invoke_async::<i64>(&mut conn), true).await.map(|n| n == 1)
+        self.bounded_within(inv.invoke_async::<i64>(&mut conn), true, within).await.map(|n| n == 1)
+    }
+
+    /// Whether `key` exists on this node (a read: a failure is definite).
+    pub async fn exists(&self, key: &str) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        self.bounded(redis::cmd("EXISTS").arg(key).query_async::<i64>(&mut conn), false).await.map(|n| n > 0)
     }
 
     /// `INFO server` field `redis_version`.

@@ -62,8 +62,8 @@ pub struct ZkBackend {
 impl ZkBackend {
     /// Check the ensemble answers by opening (and closing) one session.
     pub async fn connect(config: ZkConfig) -> Result<Self, LockError> {
-        let probe = ZkSession::open(&config, Duration::from_secs(4)).await?;
-        drop(probe);
+        let probe = ZkSession::open(&config, Duration::from_secs(4), false).await?;
+        drop(probe); // not detached: dropping it closes it
         Ok(ZkBackend { config })
     }
 }
@@ -87,6 +87,28 @@ impl Backend for ZkBackend {
     }
     fn describe(&self) -> String {
         format!("zookeeper {}", self.config.endpoints.join(","))
+    }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
+        let dir = lock_dir(key)?;
+        // A short session of its own, closed when done; `sync` first so the server we
+        // read from has caught up with the leader.
+        let s = ZkSession::open(&self.config, Duration::from_secs(4), false).await?;
+        let rt = self.config.request_timeout;
+        let listed = async {
+            let client = s.client()?;
+            match retrying(rt, || client.sync(&dir)).await.0 {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(e),
+            }
+            match retrying(rt, || client.list_children(&dir)).await.0 {
+                Ok(children) => Ok(children),
+                Err(zk::Error::NoNode) => Ok(Vec::new()),
+                Err(e) => Err(e),
+            }
+        }
+        .await;
+        s.close().await;
+        Ok(listed.map_err(|e| map_err(e, false))?.into_iter().map(|c| format!("{dir}/{c}")).collect())
     }
 }
 
@@ -152,7 +174,7 @@ impl ZkLock {
                 return Ok(s.clone());
             }
         }
-        let s = Arc::new(ZkSession::open(&self.config, ttl).await?);
+        let s = Arc::new(ZkSession::open(&self.config, ttl, true).await?);
         *guard = Some(s.clone());
         Ok(s)
     }
@@ -162,16 +184,21 @@ impl ZkLock {
     async fn claim(&self, s: &ZkSession, dir: &str) -> Result<(String, i64), LockError> {
         let prefix = format!("{dir}/_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
         let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let client = s.client().map_err(|e| map_err(e, false))?;
+        let rt = self.config.request_timeout;
         let mut made_dir = false;
         loop {
-            let r = tokio::time::timeout(self.config.request_timeout, s.client.create(&prefix, b"", &ephemeral)).await;
+            let r = tokio::time::timeout(rt, client.create(&prefix, b"", &ephemeral)).await;
             match r {
                 Ok(Ok((stat, seq))) => return Ok((format!("{prefix}{seq}"), stat.czxid)),
                 Ok(Err(zk::Error::NoNode)) if !made_dir => {
+                    // The directory is a container node: whether or not a lost create of it
+                    // landed, it holds no claim, so any failure here is definite.
                     let container = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
-                    match s.client.mkdir(dir, &container).await {
-                        Ok(()) | Err(zk::Error::NodeExists) => made_dir = true,
-                        Err(e) => return Err(map_err(e, false)),
+                    match tokio::time::timeout(rt, client.mkdir(dir, &container)).await {
+                        Ok(Ok(())) | Ok(Err(zk::Error::NodeExists)) => made_dir = true,
+                        Ok(Err(e)) => return Err(map_err(e, false)),
+                        Err(_) => return Err(LockError::Unavailable(format!("creating {dir}: no answer within {rt:?}"))),
                     }
                 }
                 Ok(Err(e @ (zk::Error::NoNode | zk::Error::NoAuth | zk::Error::SessionExpired | zk::Error::NoChildrenForEphemerals))) => {
@@ -199,10 +226,16 @@ impl ZkLock {
 
     async fn find_own(&self, s: &ZkSession, dir: &str, prefix: &str) -> Result<Option<(String, i64)>, zk::Error> {
         let name = &prefix[dir.len() + 1..];
-        let children = retrying(self.config.request_timeout, || s.client.list_children(dir)).await.0?;
+        let client = s.client()?;
+        // Reads are served by whichever server we are connected to, which may lag behind
+        // the leader and not have our create yet: a listing without it would leave an orphan
+        // claim of our live session blocking the lock. `sync` makes that server catch up
+        // with the leader first.
+        retrying(self.config.request_timeout, || client.sync(dir)).await.0?;
+        let children = retrying(self.config.request_timeout, || client.list_children(dir)).await.0?;
         let Some(child) = children.into_iter().find(|c| c.starts_with(name)) else { return Ok(None) };
         let path = format!("{dir}/{child}");
-        match retrying(self.config.request_timeout, || s.client.check_stat(&path)).await.0? {
+        match retrying(self.config.request_timeout, || client.check_stat(&path)).await.0? {
             Some(stat) => Ok(Some((path, stat.czxid))),
             None => Ok(None),
         }
@@ -212,9 +245,10 @@ impl ZkLock {
     async fn wait_turn(&self, s: &ZkSession, dir: &str, me: &str, try_once: bool) -> Result<bool, LockError> {
         let my_name = &me[dir.len() + 1..];
         let my_seq = sequence_of(my_name).ok_or_else(|| LockError::Config(format!("bad claim name {my_name}")))?;
+        let client = s.client().map_err(|e| map_err(e, false))?;
         let mut lost = s.lost.subscribe();
         loop {
-            let children = retrying(self.config.request_timeout, || s.client.list_children(dir)).await.0.map_err(|e| map_err(e, false))?;
+            let children = retrying(self.config.request_timeout, || client.list_children(dir)).await.0.map_err(|e| map_err(e, false))?;
             let mut ours = false;
             let mut predecessor: Option<(i64, String)> = None;
             for c in children {
@@ -233,7 +267,7 @@ impl ZkLock {
                 return Err(LockError::Busy);
             }
             let path = format!("{dir}/{pred}");
-            let (stat, watcher) = retrying(self.config.request_timeout, || s.client.check_and_watch_stat(&path))
+            let (stat, watcher) = retrying(self.config.request_timeout, || client.check_and_watch_stat(&path))
                 .await
                 .0
                 .map_err(|e| map_err(e, false))?;
@@ -249,7 +283,8 @@ impl ZkLock {
 
     /// Delete our claim, or end the session if we cannot.
     async fn withdraw(&self, s: &ZkSession, path: &str) -> Result<(), ()> {
-        match retrying(self.config.request_timeout, || s.client.delete(path, None)).await.0 {
+        let Ok(client) = s.client() else { return Err(()) };
+        match retrying(self.config.request_timeout, || client.delete(path, None)).await.0 {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
             _ => {
                 s.stop();
@@ -312,9 +347,10 @@ impl DistLock for ZkLock {
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
         let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not a ZooKeeper lease".into()))?;
         let session = claim.session()?;
+        let client = session.client().map_err(|e| map_err(e, true))?;
         // Curator's guaranteed delete, within the request timeout: repeat while the
         // connection is lost; a repeat that finds the node gone means an earlier try took.
-        let (r, repeated) = retrying(self.config.request_timeout, || session.client.delete(&lease.handle.id, None)).await;
+        let (r, repeated) = retrying(self.config.request_timeout, || client.delete(&lease.handle.id, None)).await;
         match r {
             Ok(()) => Ok(()),
             Err(zk::Error::NoNode) if repeated => Ok(()),
@@ -328,12 +364,13 @@ impl DistLock for ZkLock {
         let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not a ZooKeeper lease".into()))?;
         let checked = Instant::now();
         let session = claim.session()?;
-        let stat = retrying(self.config.request_timeout, || session.client.check_stat(&lease.handle.id))
+        let client = session.client().map_err(|e| map_err(e, false))?;
+        let stat = retrying(self.config.request_timeout, || client.check_stat(&lease.handle.id))
             .await
             .0
             .map_err(|e| map_err(e, false))?;
         match stat {
-            Some(st) if st.ephemeral_owner == session.client.session_id().0 => {
+            Some(st) if st.ephemeral_owner == client.session_id().0 => {
                 lease.valid_until = checked + session.timeout;
                 Ok(())
             }
@@ -350,8 +387,10 @@ impl DistLock for ZkLock {
     }
 
     async fn close(&self) {
-        if let Some(s) = self.session.lock().await.take() {
-            s.close();
+        // End the session on the server now, so its claims go with it at once.
+        let s = self.session.lock().await.take();
+        if let Some(s) = s {
+            s.close().await;
         }
     }
 }
