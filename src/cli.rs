@@ -436,7 +436,6 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 }
 
 fn check(a: CheckArgs) -> anyhow::Result<i32> {
-    use crate::checker::Validity;
     let verdicts = crate::run::check_history(&a.history)?;
     if verdicts.is_empty() {
         anyhow::bail!("{} holds no operations", a.history.display());
@@ -459,11 +458,7 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
     }
     let worst = crate::checker::worst(&verdicts);
     println!("verdict: {worst}");
-    Ok(match worst {
-        Validity::Valid => 0,
-        Validity::Invalid => 1,
-        Validity::Unknown => 3,
-    })
+    Ok(crate::run::exit_code(worst))
 }
 
 /// The whole program; returns the exit code.

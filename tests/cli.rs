@@ -69,6 +69,7 @@ fn shipped_workloads_run_on_all_five_backends() {
     let dir = dir.join("results");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "exit {}: {stdout}", out.status);
+    assert!(!stdout.contains("observed"), "no AP / CP table without faults:\n{stdout}");
     let latest = dir.join("latest").join("summary.json");
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&latest).unwrap()).unwrap();
     assert_eq!(summary["complete"], true);
@@ -93,6 +94,11 @@ fn shipped_workloads_run_on_all_five_backends() {
         assert_eq!(b["fifo_violations"].is_u64(), fifo, "{name}: fifo_violations only where FIFO is claimed");
         assert_eq!(b["overlaps"], 0, "{name} overlapped");
         assert_eq!(b["lost_updates"], 0, "{name} lost updates");
+        // No fault was applied: a claimed class, never an observed one.
+        let v = &b["verdict"];
+        assert!(v["class_observed"].is_null(), "{name}: a class without faults: {v}");
+        assert!(v["class_claimed"].is_string() && v["summary"].as_str().unwrap().contains("not tested under faults"), "{name}: {v}");
+        assert!(["strong", "weak"].contains(&v["evidence"].as_str().unwrap()), "{name}: evidence graded: {v}");
         let ws: Vec<&str> = b["workloads"].as_array().unwrap().iter().map(|w| w["name"].as_str().unwrap()).collect();
         assert_eq!(ws, workloads, "{name}");
         for w in b["workloads"].as_array().unwrap() {

@@ -87,3 +87,28 @@ async fn ops_count_ends_the_phase() {
     assert_eq!(p.totals.acquired, 500);
     assert!(p.measured < Duration::from_secs(30));
 }
+
+/// A try-lock (`--wait-timeout 0s`) that finds the key busy returns at once; the client must
+/// not spin on it. A spinning client starves the runtime: the phase overran its time many
+/// times over and the holder's lease expired under it (overlaps the lock never allowed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_try_locks_do_not_spin() {
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let w = Workload {
+        clients: 8,
+        keys: 1,
+        wait_timeout: Duration::ZERO,
+        hold: Dist::Fixed(Duration::from_millis(2)),
+        ttl: Duration::from_millis(500),
+        duration: Duration::from_secs(1),
+        ..wl("try-lock")
+    };
+    let started = std::time::Instant::now();
+    let p = run_phase(backend, &w, "t-try", &CancellationToken::new(), PhaseOutputs::default()).await.unwrap();
+    // Generous: a 1 s phase that spins runs for tens of seconds.
+    assert!(started.elapsed() < Duration::from_secs(10), "a 1 s phase took {:?}", started.elapsed());
+    assert!(p.totals.timeouts > 0, "the busy try-locks are counted");
+    assert!(p.totals.timeout_latency.len() > 0, "with latencies of their own");
+    assert_eq!(p.resource.total.overlaps, 0, "the lock never allowed two holders");
+    assert!(p.totals.acquired > 10);
+}

@@ -472,7 +472,9 @@ impl DistLock for EtcdLock {
             if opts.wait.is_zero() {
                 return match self.withdraw(&session, &my_key, my_rev).await {
                     Ok(()) => Err(LockError::Busy),
-                    Err(()) => Err(LockError::Unavailable("could not withdraw claim; session ended".into())),
+                    // The claim may stay until the lease expires, and become the holder
+                    // meanwhile: nobody can say this acquire had no effect.
+                    Err(()) => Err(LockError::Indeterminate("could not withdraw claim; session ended".into())),
                 };
             }
             tracing::debug!("etcd acquire {key}: waiting behind rev {my_rev}");
@@ -489,7 +491,7 @@ impl DistLock for EtcdLock {
                 }
                 return match self.withdraw(&session, &my_key, my_rev).await {
                     Ok(()) => Err(err),
-                    Err(()) => Err(LockError::Unavailable(format!("{err}; claim withdrawal failed, session ended"))),
+                    Err(()) => Err(LockError::Indeterminate(format!("{err}; claim withdrawal failed, session ended"))),
                 };
             }
             // Make sure the session did not expire while we waited: the key must still be ours.
@@ -506,8 +508,10 @@ impl DistLock for EtcdLock {
                 Ok(r) if r.kvs().first().map(|kv| kv.create_revision()) == Some(my_rev) => {}
                 Ok(_) => return Err(LockError::SessionLost("lock key gone after waiting: session expired".into())),
                 Err(e) => {
-                    let _ = self.withdraw(&session, &my_key, my_rev).await;
-                    return Err(definite(e, &self.config));
+                    return Err(match self.withdraw(&session, &my_key, my_rev).await {
+                        Ok(()) => definite(e, &self.config),
+                        Err(()) => LockError::Indeterminate(format!("{e}; claim withdrawal failed, session ended")),
+                    });
                 }
             }
         }

@@ -339,7 +339,9 @@ impl DistLock for ZkLock {
             Err(e @ LockError::SessionLost(_)) => Err(e),
             Err(e) => match self.withdraw(&s, &path).await {
                 Ok(()) => Err(e),
-                Err(()) => Err(LockError::Unavailable(format!("{e}; claim withdrawal failed, session ended"))),
+                // The claim may stay until the session expires, and become the holder
+                // meanwhile: nobody can say this acquire had no effect.
+                Err(()) => Err(LockError::Indeterminate(format!("{e}; claim withdrawal failed, session ended"))),
             },
         }
     }
