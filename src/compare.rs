@@ -111,11 +111,15 @@ fn metric(b: &BackendSummary, m: &str) -> Option<f64> {
     })
 }
 
+/// Worse verdicts rank higher: safe, safe with fencing, unknown (nothing could be decided),
+/// fencing broken, unsafe.
 fn safety_rank(b: &BackendSummary) -> u8 {
     match b.verdict.as_ref().map(|v| v.safety.as_str()) {
         Some("safe") | None => 0,
         Some("safe with fencing") => 1,
-        _ => 2,
+        Some("unknown") => 2,
+        Some("fencing broken") => 3,
+        _ => 4,
     }
 }
 

@@ -175,31 +175,47 @@ impl Measured {
     }
 }
 
-/// The verdict column.
+/// The verdict column. Fields after `safety` default when a summary written by an older
+/// dlbench is read back (compare, report).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// `safe`, `unsafe`, `safe with fencing`, `fencing broken`, or `unknown`.
     pub safety: String,
     /// `n/a (no tokens)`, `not exercised`, `refused N stale write(s)`, or `broken: ...`.
+    #[serde(default)]
     pub fencing: String,
     /// `strong`, `weak`, or `none` (nothing entered the resource).
+    #[serde(default)]
     pub evidence: String,
+    #[serde(default)]
     pub exposure: Option<f64>,
     /// `available`, `degraded`, `unavailable` or `unknown`, from the grant rate during faults
     /// against the rate outside them; absent without applied faults.
+    #[serde(default)]
     pub availability: Option<String>,
     /// The class the backend claims: `CP` or `AP`.
+    #[serde(default)]
     pub class_claimed: String,
     /// The class observed under the faults applied; absent when none was applied.
+    #[serde(default)]
     pub class_observed: Option<String>,
     /// The backend claims CP and was observed letting two holders in.
+    #[serde(default)]
     pub contradiction: bool,
+    #[serde(default)]
     pub faults_applied: Vec<String>,
+    #[serde(default)]
     pub faults_skipped: Vec<String>,
     /// The worst of every checker and count the verdict speaks for (the exit status).
+    #[serde(default = "unknown")]
     pub valid: Validity,
     /// One line for the table.
+    #[serde(default)]
     pub summary: String,
+}
+
+fn unknown() -> Validity {
+    Validity::Unknown
 }
 
 const LOCK_CHECKERS: [&str; 3] = ["mutual-exclusion", "lost-updates", "contention"];
