@@ -156,9 +156,13 @@ pub struct WorkloadSummary {
 }
 
 impl WorkloadSummary {
-    /// Faults that were applied in this phase (started; skipped ones are not), by name.
+    /// Faults of the lock service that were applied in this phase (started; skipped ones
+    /// are not), by name. Faults of the holder (a paused or cut-off client, a delayed write:
+    /// the scenarios' `client-*`, `write-delay`, `partition-clients`) break every lease lock
+    /// by design and say nothing of the service's class, so they are not counted.
     pub fn faults_applied(&self) -> Vec<String> {
-        dedup(self.nemesis.iter().filter(|e| e.phase == "start").map(|e| e.f.clone()))
+        let holder_side = |f: &str| f.starts_with("client-") || f == "write-delay" || f == "partition-clients";
+        dedup(self.nemesis.iter().filter(|e| e.phase == "start" && !holder_side(&e.f)).map(|e| e.f.clone()))
     }
 
     /// Faults the target could not apply in this phase.
@@ -477,7 +481,7 @@ impl BackendSummary {
             claimed,
             faults_applied: dedup(self.workloads.iter().flat_map(|w| w.faults_applied())),
             faults_skipped: dedup(self.workloads.iter().flat_map(|w| w.faults_skipped())),
-            exposure: self.workloads.iter().filter_map(|w| w.exposure).reduce(f64::min),
+            exposure: self.workloads.iter().filter(|w| w.sections > 0).filter_map(|w| w.exposure).reduce(f64::min),
         };
         self.verdict = Some(verdict::verdict(&m, mode));
     }
