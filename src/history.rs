@@ -265,34 +265,40 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<Segment>> {
     Ok(out)
 }
 
-/// Stream a history file one segment at a time, so checking a long history needs memory
-/// for one segment only.
+/// Stream a history file one segment at a time (a segment in memory at once: for checking a
+/// long history use [`for_each_record`], which holds one record).
 pub fn for_each_segment(path: &Path, mut f: impl FnMut(Segment)) -> anyhow::Result<()> {
+    let mut current: Option<Segment> = None;
+    for_each_record(path, |rec| match rec {
+        Record::Meta(m) => {
+            if let Some(s) = current.take() {
+                f(s);
+            }
+            current = Some(Segment { meta: Some(m), records: Vec::new() });
+        }
+        r => current.get_or_insert_with(Segment::default).records.push(r),
+    })?;
+    if let Some(s) = current {
+        f(s);
+    }
+    Ok(())
+}
+
+/// Stream a history file record by record. A torn last line (a killed writer) is skipped;
+/// any other bad line is an error naming its line number.
+pub fn for_each_record(path: &Path, mut f: impl FnMut(Record)) -> anyhow::Result<()> {
     let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot read history {}: {e}", path.display()))?;
     let mut lines = BufReader::with_capacity(1 << 20, file).lines().enumerate().peekable();
-    let mut current: Option<Segment> = None;
     while let Some((i, line)) = lines.next() {
-        let line = line?;
+        let line = line.map_err(|e| anyhow::anyhow!("{} line {}: {e}", path.display(), i + 1))?;
         if line.trim().is_empty() {
             continue;
         }
-        let rec: Record = match serde_json::from_str(&line) {
-            Ok(r) => r,
+        match serde_json::from_str(&line) {
+            Ok(r) => f(r),
             Err(_) if lines.peek().is_none() => break, // torn final line
             Err(e) => anyhow::bail!("{} line {}: not a history record: {e}", path.display(), i + 1),
-        };
-        match rec {
-            Record::Meta(m) => {
-                if let Some(s) = current.take() {
-                    f(s);
-                }
-                current = Some(Segment { meta: Some(m), records: Vec::new() });
-            }
-            r => current.get_or_insert_with(Segment::default).records.push(r),
         }
-    }
-    if let Some(s) = current {
-        f(s);
     }
     Ok(())
 }

@@ -36,6 +36,7 @@ pub mod run;
 pub mod scenario;
 pub mod stats;
 pub mod summary;
+pub mod synthetic;
 pub mod target;
 pub mod up;
 pub mod util;

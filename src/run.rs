@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::checker::{self, SegmentVerdict, Validity};
 use crate::connect::{self, Timeouts};
 use crate::driver::{self, FaultRunner, PhaseOutputs, PhaseResult};
-use crate::history::{self, HistoryWriter};
+use crate::history::HistoryWriter;
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, FaultSpec, Faults, Nemesis};
 use crate::progress::PhaseProgress;
@@ -392,9 +392,7 @@ fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
 
 /// Check every segment of a history file.
 pub fn check_history(path: &std::path::Path) -> anyhow::Result<Vec<SegmentVerdict>> {
-    let mut out = Vec::new();
-    history::for_each_segment(path, |s| out.push(checker::check(&s)))?;
-    Ok(out)
+    checker::check_file(path)
 }
 
 /// Hand each backend its segments' verdicts, in phase order, and derive its verdicts.

@@ -8,106 +8,159 @@
 //! interval of another process on `k` that intersects it —
 //! - any acquire in flight, whatever its outcome ([invoke, complete]): a claim being made
 //!   can block others (a Redlock split vote, a queued etcd or ZooKeeper claim);
-//! - a hold: an `ok` acquire from its invocation to its release's completion; when the
+//! - a claim: an `ok` acquire from its invocation to its release's completion; when the
 //!   release did not end `ok` (or never came), until a TTL after it (the claim expires);
 //! - an acquire with unknown outcome: to its completion plus the TTL (never completed: open).
 //!
 //! Faults can make waits time out with no holder at all (a waiter whose watch is cut off), so
 //! an unexplained contention inside a fault window (to a TTL after it heals) makes the answer
 //! `unknown` rather than `invalid`.
+//!
+//! One sweep in time order: intervals arrive by their start, so a contended acquire is
+//! explained either by an interval already open when it arrives, or by one that starts before
+//! it completes; once the sweep passes its completion, nothing more can explain it.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
-use super::ops::IntervalIndex;
-use super::{CheckResult, Evidence, History, Outcome, Validity, MAX_EVIDENCE};
+use super::stream::{Context, Item, Latest2, Stamped};
+use super::{CheckResult, Evidence, OpRecord, OpRef, Outcome, Validity, MAX_EVIDENCE};
 use crate::history::Op;
 
-pub fn check(h: &History) -> CheckResult {
-    let ttl = h.ttl_ns.unwrap_or(u64::MAX);
-    let plus_ttl = |t: u64| t.saturating_add(ttl);
-    // Every process's activity per key: (start, end, process).
-    let mut activity: HashMap<u32, Vec<(u64, u64, u64)>> = HashMap::new();
-    // The open `ok` acquire of each (process, key), by start.
-    let mut holding: HashMap<(u64, u32), u64> = HashMap::new();
-    for o in &h.ops {
-        let done = o.complete_ns.unwrap_or(u64::MAX);
-        match o.f {
-            Op::Acquire => {
-                let end = match o.outcome {
-                    Outcome::Info => o.complete_ns.map_or(u64::MAX, plus_ttl),
-                    Outcome::Unresolved => u64::MAX,
-                    Outcome::Ok | Outcome::Fail => done,
-                };
-                activity.entry(o.key).or_default().push((o.invoke_ns, end.max(o.invoke_ns + 1), o.p));
-                if o.outcome == Outcome::Ok {
-                    holding.insert((o.p, o.key), o.invoke_ns);
-                }
-            }
-            Op::Release => {
-                if let Some(start) = holding.remove(&(o.p, o.key)) {
-                    let end = match o.outcome {
-                        Outcome::Ok => done,
-                        _ => plus_ttl(o.complete_ns.unwrap_or(u64::MAX).min(h.end_ns.max(o.invoke_ns))),
-                    };
-                    activity.entry(o.key).or_default().push((start, end.max(start + 1), o.p));
-                }
-            }
-        }
-    }
-    // Holds never released are held to the end (and beyond, for all we know).
-    for ((p, key), start) in holding {
-        activity.entry(key).or_default().push((start, u64::MAX, p));
-    }
-    let index: HashMap<u32, IntervalIndex> = activity.into_iter().map(|(k, v)| (k, IntervalIndex::new(v))).collect();
-    let in_fault = |a: u64, b: u64| h.faults.iter().any(|f| f.start < b && plus_ttl(f.end.unwrap_or(u64::MAX)) > a);
+struct Query {
+    start: u64,
+    end: u64,
+    op: OpRef,
+}
 
-    let contended: Vec<_> = h.ops.iter().filter(|o| o.f == Op::Acquire && o.outcome == Outcome::Fail && o.contention).collect();
-    let mut unexplained = Vec::new();
-    let mut unexplained_in_faults = 0usize;
-    for o in &contended {
-        let (a, b) = (o.invoke_ns, o.complete_ns.unwrap_or(o.invoke_ns).max(o.invoke_ns + 1));
-        if index.get(&o.key).is_some_and(|ix| ix.other_intersects(o.p, a, b)) {
-            continue;
-        }
-        if in_fault(a, b) {
-            unexplained_in_faults += 1;
-        } else {
-            unexplained.push(*o);
+pub struct Contention {
+    ttl_ns: Option<u64>,
+    faults: Vec<(u64, u64)>,
+    /// Per key: the latest ends of open intervals, by process.
+    open: Latest2,
+    /// Per key, the contended acquires still waiting for an explanation.
+    waiting: HashMap<u32, HashMap<u64, Query>>,
+    /// (completion, key, id) of each waiting query, to close them as the sweep passes.
+    deadlines: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    next_id: u64,
+    contended: u64,
+    unexplained: u64,
+    unexplained_in_faults: u64,
+    evidence: Vec<Evidence>,
+}
+
+impl Contention {
+    pub fn new(ctx: &Context) -> Self {
+        Contention {
+            ttl_ns: ctx.ttl_ns,
+            faults: ctx.faults.iter().map(|f| (f.start, ctx.plus_ttl(f.end.unwrap_or(u64::MAX)))).collect(),
+            open: Latest2::default(),
+            waiting: HashMap::new(),
+            deadlines: BinaryHeap::new(),
+            next_id: 0,
+            contended: 0,
+            unexplained: 0,
+            unexplained_in_faults: 0,
+            evidence: Vec::new(),
         }
     }
-    let mut r = if !unexplained.is_empty() {
-        let mut r = CheckResult::new(
-            "contention",
-            Validity::Invalid,
-            format!(
-                "{} acquire(s) were refused as contended while no other process held, took or could hold the key: \
-                 a holder the history does not know (an acquire reported failed that took effect?)",
-                unexplained.len()
-            ),
-        );
-        for o in unexplained.iter().take(MAX_EVIDENCE) {
-            r.evidence.push(Evidence { what: format!("key {}: contended with nobody", o.key), ops: vec![o.as_ref()] });
+
+    fn activity(&mut self, key: u32, p: u64, start: u64, end: u64) {
+        // Explains every waiting query of another process that completes after it starts.
+        if let Some(w) = self.waiting.get_mut(&key) {
+            w.retain(|_, q| q.op.p == p || q.end <= start);
         }
+        self.open.add(key, p, end);
+    }
+
+    fn query(&mut self, o: &OpRecord) {
+        self.contended += 1;
+        let (start, end) = (o.invoke_ns, o.complete_ns.unwrap_or(o.invoke_ns).max(o.invoke_ns + 1));
+        let explained = self.open.other_after(o.key, o.p, start);
+        if !explained {
+            self.next_id += 1;
+            self.waiting.entry(o.key).or_default().insert(self.next_id, Query { start, end, op: o.as_ref() });
+            self.deadlines.push(Reverse((end, o.key, self.next_id)));
+        }
+    }
+
+    fn unexplained(&mut self, q: Query) {
+        if self.faults.iter().any(|&(a, b)| a < q.end && b > q.start) {
+            self.unexplained_in_faults += 1;
+        } else {
+            self.unexplained += 1;
+            if self.evidence.len() < MAX_EVIDENCE {
+                self.evidence.push(Evidence { what: format!("key {}: contended with nobody", q.op.key), ops: vec![q.op] });
+            }
+        }
+    }
+
+    /// Close the queries nothing can explain any more: the sweep is past their completion.
+    fn close_until(&mut self, now: u64) {
+        while let Some(&Reverse((end, key, id))) = self.deadlines.peek() {
+            if end > now {
+                break;
+            }
+            self.deadlines.pop();
+            if let Some(q) = self.waiting.get_mut(&key).and_then(|w| w.remove(&id)) {
+                self.unexplained(q);
+            }
+        }
+    }
+
+    pub fn item(&mut self, s: &Stamped) {
+        self.close_until(s.at);
+        match &s.item {
+            Item::Acquire(o) if o.f == Op::Acquire => {
+                let end = match o.outcome {
+                    Outcome::Info => o.complete_ns.map_or(u64::MAX, |c| c.saturating_add(self.ttl_ns.unwrap_or(u64::MAX))),
+                    Outcome::Unresolved => u64::MAX,
+                    Outcome::Ok | Outcome::Fail => o.complete_ns.unwrap_or(u64::MAX),
+                };
+                self.activity(o.key, o.p, o.invoke_ns, end.max(o.invoke_ns + 1));
+                if o.outcome == Outcome::Fail && o.contention {
+                    self.query(o);
+                }
+            }
+            Item::Claim { start, end, p, key } => self.activity(*key, *p, *start, *end),
+            _ => {}
+        }
+    }
+
+    pub fn finish(mut self) -> CheckResult {
+        self.close_until(u64::MAX);
+        let mut r = if self.unexplained > 0 {
+            let mut r = CheckResult::new(
+                "contention",
+                Validity::Invalid,
+                format!(
+                    "{} acquire(s) were refused as contended while no other process held, took or could hold the key: \
+                     a holder the history does not know (an acquire reported failed that took effect?)",
+                    self.unexplained
+                ),
+            );
+            r.evidence = self.evidence;
+            r
+        } else if self.unexplained_in_faults > 0 {
+            CheckResult::new(
+                "contention",
+                Validity::Unknown,
+                format!("{} contended acquire(s) during faults had no holder to explain them (a fault can cause that)", self.unexplained_in_faults),
+            )
+        } else if self.contended == 0 {
+            CheckResult::new("contention", Validity::Valid, "no acquire was refused as contended")
+        } else {
+            CheckResult::new(
+                "contention",
+                Validity::Valid,
+                format!("each of {} contended acquire(s) met another process holding or taking the key", self.contended),
+            )
+        };
+        r.figures = serde_json::json!({
+            "contended": self.contended,
+            "unexplained": self.unexplained,
+            "unexplained_in_faults": self.unexplained_in_faults,
+        });
         r
-    } else if unexplained_in_faults > 0 {
-        CheckResult::new(
-            "contention",
-            Validity::Unknown,
-            format!("{unexplained_in_faults} contended acquire(s) during faults had no holder to explain them (a fault can cause that)"),
-        )
-    } else if contended.is_empty() {
-        CheckResult::new("contention", Validity::Valid, "no acquire was refused as contended")
-    } else {
-        CheckResult::new(
-            "contention",
-            Validity::Valid,
-            format!("each of {} contended acquire(s) met another process holding or taking the key", contended.len()),
-        )
-    };
-    r.figures = serde_json::json!({
-        "contended": contended.len(),
-        "unexplained": unexplained.len(),
-        "unexplained_in_faults": unexplained_in_faults,
-    });
-    r
+    }
 }

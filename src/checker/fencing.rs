@@ -1,8 +1,7 @@
-//! Fencing: replays the register that refuses stale tokens and judges the tokens themselves.
+//! Fencing: whether the tokens did their job, judged from what the resource saw.
 //!
 //! A fenced register cannot lose an update while every section presents a token, so "no
-//! update lost with fencing" proves nothing by itself. What this checker judges is whether
-//! fencing *worked*, from the sections (what the resource saw, in its own order):
+//! update lost with fencing" proves nothing by itself. What this checker judges:
 //! - token inversions: a section entered, its lease valid, with a token not above one an
 //!   earlier section of the key presented (a counter reset by a restart, repeated or
 //!   regressing tokens) — `invalid`;
@@ -12,157 +11,141 @@
 //!   superseded — what fencing is for;
 //! - updates lost on the fenced register (sections without tokens) — `invalid`.
 //!
-//! Without sections (a hand-made history), tokens must grow in the order acquisitions
-//! complete. The same rules as `dlbench_core::Resource`, applied offline.
+//! The register itself is replayed with the plain one ([`super::lost_update::Replay`]);
+//! inversions are read off the sections in entry order. Without sections (a hand-made
+//! history), tokens must grow in the order acquisitions complete. The same rules as
+//! `dlbench_core::Resource`, applied offline.
 
 use std::collections::HashMap;
 
-use super::lost_update::{lost_evidence, replay, section_ref};
-use super::{CheckResult, Evidence, History, OpRef, Outcome, Validity, MAX_EVIDENCE};
+use super::lost_update::Replay;
+use super::stream::{Context, Item, Stamped};
+use super::{CheckResult, Evidence, OpRef, Outcome, Validity, MAX_EVIDENCE};
 use crate::history::Op;
 
-/// Each section's rank in its key's entry order (ties broken by record order).
-fn entry_ranks(h: &History) -> Vec<u64> {
-    let mut order: Vec<usize> = (0..h.sections.len()).collect();
-    order.sort_by_key(|&i| (h.sections[i].key, h.sections[i].enter, i));
-    let mut rank = vec![0u64; h.sections.len()];
-    let mut last_key = None;
-    let mut r = 0u64;
-    for i in order {
-        if last_key != Some(h.sections[i].key) {
-            last_key = Some(h.sections[i].key);
-            r = 0;
-        }
-        r += 1;
-        rank[i] = r;
-    }
-    rank
+pub struct Fencing {
+    declared_without: bool,
+    has_tokens: bool,
+    from_sections: bool,
+    /// Per key, the highest token any section entered with, and its operation.
+    max_entered: HashMap<u32, (u64, OpRef)>,
+    /// Per key, the last grant's token and operation (completion order, no sections).
+    last_grant: HashMap<u32, (u64, OpRef)>,
+    last_acquire: HashMap<(u64, u32), OpRef>,
+    inversions: u64,
+    evidence: Vec<Evidence>,
 }
 
-/// Sections (indices) that entered with a valid lease and a token not above one an earlier
-/// section of the key presented, each with that earlier section.
-fn section_inversions(h: &History, rank: &[u64]) -> Vec<(usize, usize)> {
-    let mut order: Vec<usize> = (0..h.sections.len()).collect();
-    order.sort_by_key(|&i| (h.sections[i].key, rank[i]));
-    let mut max: HashMap<u32, (u64, usize)> = HashMap::new();
-    let mut out = Vec::new();
-    for i in order {
-        let s = &h.sections[i];
-        let Some(t) = s.token else { continue };
-        match max.get(&s.key) {
-            Some(&(m, j)) if t <= m => {
-                if !s.lease_lost {
-                    out.push((i, j));
-                }
-            }
-            _ => {
-                max.insert(s.key, (t, i));
-            }
+impl Fencing {
+    pub fn new(ctx: &Context) -> Self {
+        Fencing {
+            declared_without: ctx.fencing_tokens == Some(false),
+            has_tokens: ctx.has_tokens,
+            from_sections: ctx.sections > 0,
+            max_entered: HashMap::new(),
+            last_grant: HashMap::new(),
+            last_acquire: HashMap::new(),
+            inversions: 0,
+            evidence: Vec::new(),
         }
     }
-    out
-}
 
-/// Acquisitions (completion order) granted a token not above the previous grant's.
-fn op_inversions(h: &History) -> Vec<(OpRef, OpRef)> {
-    let mut acquired: Vec<_> = h
-        .ops
-        .iter()
-        .filter(|o| o.f == Op::Acquire && o.outcome == Outcome::Ok && o.token.is_some())
-        .collect();
-    acquired.sort_by_key(|o| (o.key, o.complete_ns));
-    acquired
-        .windows(2)
-        .filter(|w| w[0].key == w[1].key && w[1].token <= w[0].token)
-        .map(|w| (w[0].as_ref(), w[1].as_ref()))
-        .collect()
-}
-
-pub fn check(h: &History) -> CheckResult {
-    let has_tokens = h.ops.iter().any(|o| o.token.is_some()) || h.sections.iter().any(|s| s.token.is_some());
-    if !has_tokens {
-        let why = if h.fencing_tokens == Some(false) { "the backend has no fencing tokens" } else { "no fencing tokens in the history" };
-        return CheckResult::new("fencing", Validity::Unknown, why);
-    }
-    let rank = entry_ranks(h);
-    let inversions: Vec<(OpRef, OpRef)> = if h.sections.is_empty() {
-        op_inversions(h)
-    } else {
-        section_inversions(h, &rank).into_iter().map(|(i, j)| (section_ref(h, j), section_ref(h, i))).collect()
-    };
-    // The fenced register, refusals classified by who caused them.
-    let mut max: HashMap<u32, (u64, u64)> = HashMap::new();
-    let mut legit: Vec<usize> = Vec::new();
-    let (lost, refused) = replay(h, |i, _| {
-        let s = &h.sections[i];
-        let Some(t) = s.token else { return true };
-        match max.get(&s.key) {
-            Some(&(m, by)) if t < m || (t == m && by != rank[i]) => {
-                // A section is refused at most once: a refused read skips its write.
-                if by < rank[i] && !s.lease_lost {
-                    legit.push(i);
-                }
-                false
-            }
-            _ => {
-                max.insert(s.key, (t, rank[i]));
-                true
-            }
-        }
-    });
-    let stale_refused = refused.len().saturating_sub(legit.len());
-    let mut r = if !inversions.is_empty() || !legit.is_empty() {
-        let mut r = CheckResult::new(
-            "fencing",
-            Validity::Invalid,
-            format!(
-                "fencing broken: {} token inversion(s), {} legitimate write(s) refused",
-                inversions.len(),
-                legit.len()
-            ),
-        );
-        for (a, b) in inversions.iter().take(MAX_EVIDENCE) {
-            r.evidence.push(Evidence {
-                what: format!("key {}: token {:?} came after token {:?}", a.key, b.token, a.token),
-                ops: vec![a.clone(), b.clone()],
+    fn inversion(&mut self, key: u32, earlier: OpRef, later: OpRef) {
+        self.inversions += 1;
+        if self.evidence.len() < MAX_EVIDENCE {
+            self.evidence.push(Evidence {
+                what: format!("key {}: token {:?} came after token {:?}", key, later.token, earlier.token),
+                ops: vec![earlier, later],
             });
         }
-        for i in legit.iter().take(MAX_EVIDENCE) {
-            r.evidence.push(Evidence {
-                what: "a holder with a valid lease refused because of an earlier holder's token".into(),
-                ops: vec![section_ref(h, *i)],
-            });
+    }
+
+    pub fn item(&mut self, s: &Stamped) {
+        match &s.item {
+            Item::Acquire(o) if o.outcome == Outcome::Ok => {
+                self.last_acquire.insert((o.p, o.key), o.as_ref());
+            }
+            Item::Grant(o) if !self.from_sections => {
+                let Some(t) = o.token else { return };
+                if let Some((last, prev)) = self.last_grant.get(&o.key).cloned() {
+                    if t <= last {
+                        self.inversion(o.key, prev, o.as_ref());
+                    }
+                }
+                self.last_grant.insert(o.key, (t, o.as_ref()));
+            }
+            Item::Section(sec) => {
+                let Some(t) = sec.token else { return };
+                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or(OpRef {
+                    p: sec.p,
+                    f: Op::Acquire,
+                    key: sec.key,
+                    invoke_ns: sec.enter,
+                    complete_ns: Some(sec.enter),
+                    outcome: Outcome::Ok,
+                    token: sec.token,
+                });
+                match self.max_entered.get(&sec.key).cloned() {
+                    Some((m, prev)) if t <= m => {
+                        if !sec.lease_lost {
+                            self.inversion(sec.key, prev, op);
+                        }
+                    }
+                    _ => {
+                        self.max_entered.insert(sec.key, (t, op));
+                    }
+                }
+            }
+            _ => {}
         }
-        r
-    } else if !lost.is_empty() {
-        let mut r = CheckResult::new("fencing", Validity::Invalid, format!("{} update(s) lost despite fencing", lost.len()));
-        r.evidence = lost_evidence(h, &lost);
-        r
-    } else if h.sections.is_empty() {
-        CheckResult::new("fencing", Validity::Valid, "tokens grew with every grant")
-    } else if stale_refused == 0 {
-        CheckResult::new(
-            "fencing",
-            Validity::Valid,
-            "tokens grew with every holder; no stale write arrived, so fencing was not exercised",
-        )
-    } else {
-        let mut r = CheckResult::new(
-            "fencing",
-            Validity::Valid,
-            format!("{stale_refused} stale write(s) refused; tokens grew with every holder and no legitimate write was refused"),
-        );
-        for i in refused.iter().take(MAX_EVIDENCE) {
-            r.evidence.push(Evidence { what: "stale token refused".into(), ops: vec![section_ref(h, *i)] });
+    }
+
+    pub fn finish(self, r: &Replay) -> CheckResult {
+        if !self.has_tokens {
+            let why = if self.declared_without { "the backend has no fencing tokens" } else { "no fencing tokens in the history" };
+            return CheckResult::new("fencing", Validity::Unknown, why);
         }
-        r
-    };
-    r.figures = serde_json::json!({
-        "token_inversions": inversions.len(),
-        "rejected": refused.len(),
-        "stale_refused": stale_refused,
-        "legit_refused": legit.len(),
-        "lost_updates_fenced": lost.len(),
-    });
-    r
+        let stale_refused = r.refused.saturating_sub(r.legit);
+        let mut c = if self.inversions > 0 || r.legit > 0 {
+            let mut c = CheckResult::new(
+                "fencing",
+                Validity::Invalid,
+                format!("fencing broken: {} token inversion(s), {} legitimate write(s) refused", self.inversions, r.legit),
+            );
+            c.evidence = self.evidence;
+            for op in r.legit_evidence.iter().take(MAX_EVIDENCE) {
+                c.evidence.push(Evidence {
+                    what: "a holder with a valid lease refused because of an earlier holder's token".into(),
+                    ops: vec![op.clone()],
+                });
+            }
+            c
+        } else if r.lost_fenced > 0 {
+            let mut c = CheckResult::new("fencing", Validity::Invalid, format!("{} update(s) lost despite fencing", r.lost_fenced));
+            c.evidence = r.lost_fenced_evidence.clone();
+            c
+        } else if r.sections == 0 {
+            CheckResult::new("fencing", Validity::Valid, "tokens grew with every grant")
+        } else if stale_refused == 0 {
+            CheckResult::new("fencing", Validity::Valid, "tokens grew with every holder; no stale write arrived, so fencing was not exercised")
+        } else {
+            let mut c = CheckResult::new(
+                "fencing",
+                Validity::Valid,
+                format!("{stale_refused} stale write(s) refused; tokens grew with every holder and no legitimate write was refused"),
+            );
+            for op in r.refused_evidence.iter().take(MAX_EVIDENCE) {
+                c.evidence.push(Evidence { what: "stale token refused".into(), ops: vec![op.clone()] });
+            }
+            c
+        };
+        c.figures = serde_json::json!({
+            "token_inversions": self.inversions,
+            "rejected": r.refused,
+            "stale_refused": stale_refused,
+            "legit_refused": r.legit,
+            "lost_updates_fenced": r.lost_fenced,
+        });
+        c
+    }
 }

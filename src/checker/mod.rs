@@ -22,6 +22,7 @@ pub mod fencing;
 pub mod lost_update;
 pub mod mutex;
 mod ops;
+pub mod stream;
 
 use serde::{Deserialize, Serialize};
 
@@ -111,23 +112,57 @@ pub struct SegmentVerdict {
     pub results: Vec<CheckResult>,
 }
 
-/// Run all checkers on a segment.
+/// Run all checkers on a segment held in memory.
 pub fn check(seg: &Segment) -> SegmentVerdict {
-    let h = History::from_segment(seg);
-    let mut results = vec![mutex::check(&h), lost_update::check(&h), contention::check(&h)];
-    // The fencing question does not arise for a backend that declares it has no tokens
-    // (Redlock): its answer would only ever be `unknown`, and would mask the others.
-    if h.fencing_tokens != Some(false) {
-        results.push(fencing::check(&h));
+    let mut st = stream::SegmentStream::new(seg.meta.clone());
+    let run = || -> std::io::Result<SegmentVerdict> {
+        for r in &seg.records {
+            st.push(r)?;
+        }
+        st.finish()
+    };
+    run().unwrap_or_else(|e| {
+        let (backend, workload) = seg.meta.as_ref().map(|m| (m.backend.clone(), m.workload.clone())).unwrap_or_default();
+        SegmentVerdict {
+            backend,
+            workload,
+            valid: Validity::Unknown,
+            results: vec![CheckResult::new("history", Validity::Unknown, format!("could not sort the history for checking: {e}"))],
+        }
+    })
+}
+
+/// Run all checkers on every segment of a history file, one record in memory at a time
+/// (plus the checkers' open state and the sort's buffer): any length checks in bounded memory.
+pub fn check_file(path: &std::path::Path) -> anyhow::Result<Vec<SegmentVerdict>> {
+    let mut out = Vec::new();
+    let mut current: Option<stream::SegmentStream> = None;
+    let mut failed: Option<std::io::Error> = None;
+    crate::history::for_each_record(path, |rec| {
+        if failed.is_some() {
+            return;
+        }
+        let r = match rec {
+            crate::history::Record::Meta(m) => {
+                let next = stream::SegmentStream::new(Some(m));
+                match current.replace(next) {
+                    Some(done) => done.finish().map(|v| out.push(v)),
+                    None => Ok(()),
+                }
+            }
+            r => current.get_or_insert_with(|| stream::SegmentStream::new(None)).push(&r),
+        };
+        if let Err(e) = r {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        anyhow::bail!("{}: checking needs a temporary directory to sort in: {e}", path.display());
     }
-    results.push(availability::check(&h));
-    let valid = results.iter().map(|r| r.valid).max().unwrap_or(Validity::Unknown);
-    let (backend, workload) = seg
-        .meta
-        .as_ref()
-        .map(|m| (m.backend.clone(), m.workload.clone()))
-        .unwrap_or_else(|| ("unknown".into(), "unknown".into()));
-    SegmentVerdict { backend, workload, valid, results }
+    if let Some(done) = current {
+        out.push(done.finish().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+    }
+    Ok(out)
 }
 
 /// The worst validity over many verdicts.

@@ -14,169 +14,173 @@
 //! (to the end of time when the TTL is not known, or when the acquire never completed). An
 //! overlap with such a window cannot be proven, so it makes the answer `unknown`, and so does
 //! any such window that reaches past the end of the history.
+//!
+//! One sweep in time order: per key, the holder that ends last so far (an overlap is a new
+//! holder starting before it ends), and the open holds and unknown windows per process.
 
 use std::collections::HashMap;
 
-use super::ops::IntervalIndex;
-use super::{CheckResult, Evidence, History, OpRef, Outcome, Validity, MAX_EVIDENCE};
+use super::stream::{Context, Item, Latest2, Stamped};
+use super::{CheckResult, Evidence, OpRecord, OpRef, Outcome, Validity, MAX_EVIDENCE};
 use crate::history::Op;
 
 #[derive(Debug, Clone)]
 struct Hold {
-    key: u32,
     start: u64,
     end: u64,
     op: OpRef,
 }
 
-/// Sweep holds of one key sorted by start; report pairs that overlap.
-fn overlaps(mut holds: Vec<Hold>) -> Vec<(Hold, Hold)> {
-    holds.sort_by_key(|h| (h.key, h.start));
-    let mut out = Vec::new();
-    let mut current: Option<Hold> = None;
-    for h in holds {
-        match &current {
-            Some(c) if c.key == h.key && h.start < c.end => {
-                out.push((c.clone(), h.clone()));
-                if h.end > c.end {
-                    current = Some(h);
-                }
-            }
-            _ => current = Some(h),
-        }
-    }
-    out
+pub struct Mutex {
+    from_sections: bool,
+    end_ns: u64,
+    ttl_ns: Option<u64>,
+    /// Per key, the holder that ends last so far.
+    current: HashMap<u32, Hold>,
+    holds: u64,
+    overlaps: u64,
+    evidence: Vec<Evidence>,
+    /// The latest `ok` acquire of each process on each key, to name a section's operation.
+    last_acquire: HashMap<(u64, u32), OpRef>,
+    unknown: u64,
+    past_end: u64,
+    past_end_evidence: Vec<OpRef>,
+    clashes: u64,
+    open_holds: Latest2,
+    open_unknown: Latest2,
 }
 
-fn definite_holds(h: &History) -> Vec<Hold> {
-    if !h.sections.is_empty() {
-        return h
-            .sections
-            .iter()
-            .map(|s| {
-                let op = h.acquire_before(s.p, s.key, s.enter).map(|o| o.as_ref()).unwrap_or(OpRef {
-                    p: s.p,
-                    f: Op::Acquire,
-                    key: s.key,
-                    invoke_ns: s.enter,
-                    complete_ns: Some(s.enter),
-                    outcome: Outcome::Ok,
-                    token: s.token,
-                });
-                Hold { key: s.key, start: s.enter, end: s.exit, op }
-            })
-            .collect();
+fn synthetic(p: u64, key: u32, at: u64, token: Option<u64>) -> OpRef {
+    OpRef { p, f: Op::Acquire, key, invoke_ns: at, complete_ns: Some(at), outcome: Outcome::Ok, token }
+}
+
+impl Mutex {
+    pub fn new(ctx: &Context) -> Self {
+        Mutex {
+            from_sections: ctx.sections > 0,
+            end_ns: ctx.end_ns,
+            ttl_ns: ctx.ttl_ns,
+            current: HashMap::new(),
+            holds: 0,
+            overlaps: 0,
+            evidence: Vec::new(),
+            last_acquire: HashMap::new(),
+            unknown: 0,
+            past_end: 0,
+            past_end_evidence: Vec::new(),
+            clashes: 0,
+            open_holds: Latest2::default(),
+            open_unknown: Latest2::default(),
+        }
     }
-    // Client-side holds: from the ok acquire to the same process's next release of the key.
-    let mut holds = Vec::new();
-    let mut open: HashMap<(u64, u32), usize> = HashMap::new();
-    for o in &h.ops {
-        match (o.f, o.outcome) {
-            (Op::Acquire, Outcome::Ok) => {
-                let start = o.complete_ns.unwrap_or(o.invoke_ns);
-                open.insert((o.p, o.key), holds.len());
-                holds.push(Hold { key: o.key, start, end: u64::MAX, op: o.as_ref() });
-            }
-            (Op::Release, _) => {
-                if let Some(i) = open.remove(&(o.p, o.key)) {
-                    holds[i].end = o.invoke_ns;
+
+    fn hold(&mut self, key: u32, h: Hold) {
+        self.holds += 1;
+        match self.current.get(&key) {
+            Some(c) if h.start < c.end => {
+                self.overlaps += 1;
+                if self.evidence.len() < MAX_EVIDENCE {
+                    self.evidence.push(Evidence {
+                        what: format!(
+                            "key {}: held by process {} from {:.3}s to {:.3}s and by process {} from {:.3}s",
+                            key,
+                            c.op.p,
+                            c.start as f64 / 1e9,
+                            c.end as f64 / 1e9,
+                            h.op.p,
+                            h.start as f64 / 1e9
+                        ),
+                        ops: vec![c.op.clone(), h.op.clone()],
+                    });
                 }
+                if h.end > c.end {
+                    self.current.insert(key, h);
+                }
+            }
+            _ => {
+                self.current.insert(key, h);
+            }
+        }
+    }
+
+    fn unknown_acquire(&mut self, o: &OpRecord) {
+        self.unknown += 1;
+        let end = match (o.outcome, o.complete_ns, self.ttl_ns) {
+            (Outcome::Info, Some(c), Some(ttl)) => c.saturating_add(ttl),
+            _ => u64::MAX,
+        };
+        if end > self.end_ns {
+            self.past_end += 1;
+            if self.past_end_evidence.len() < MAX_EVIDENCE {
+                self.past_end_evidence.push(o.as_ref());
+            }
+        }
+        if !self.from_sections {
+            if self.open_holds.other_after(o.key, o.p, o.invoke_ns) {
+                self.clashes += 1;
+            }
+            self.open_unknown.add(o.key, o.p, end);
+        }
+    }
+
+    pub fn item(&mut self, s: &Stamped) {
+        match &s.item {
+            Item::Acquire(o) => match o.outcome {
+                Outcome::Ok => {
+                    self.last_acquire.insert((o.p, o.key), o.as_ref());
+                }
+                Outcome::Info | Outcome::Unresolved => self.unknown_acquire(o),
+                Outcome::Fail => {}
+            },
+            Item::Hold { start, end, op } if !self.from_sections => {
+                if self.open_unknown.other_after(op.key, op.p, *start) {
+                    self.clashes += 1;
+                }
+                self.open_holds.add(op.key, op.p, *end);
+                self.hold(op.key, Hold { start: *start, end: *end, op: op.as_ref() });
+            }
+            Item::Section(sec) if self.from_sections => {
+                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or_else(|| synthetic(sec.p, sec.key, sec.enter, sec.token));
+                self.hold(sec.key, Hold { start: sec.enter, end: sec.exit, op });
             }
             _ => {}
         }
     }
-    for hold in &mut holds {
-        if hold.end == u64::MAX {
-            hold.end = h.end_ns.max(hold.start) + 1;
-        }
-    }
-    holds
-}
 
-/// The window in which an acquire with unknown outcome may hold its key.
-fn uncertain_window(h: &History, o: &super::OpRecord) -> (u64, u64) {
-    let end = match (o.outcome, o.complete_ns, h.ttl_ns) {
-        (Outcome::Info, Some(c), Some(ttl)) => c.saturating_add(ttl),
-        _ => u64::MAX,
-    };
-    (o.invoke_ns, end)
-}
-
-pub fn check(h: &History) -> CheckResult {
-    let definite = definite_holds(h);
-    let from_sections = !h.sections.is_empty();
-    let pairs = overlaps(definite.clone());
-    let mut r = if !pairs.is_empty() {
-        let mut r = CheckResult::new(
-            "mutual-exclusion",
-            Validity::Invalid,
-            format!("{} time(s) two holders held one key at once", pairs.len()),
-        );
-        for (a, b) in pairs.iter().take(MAX_EVIDENCE) {
-            r.evidence.push(Evidence {
-                what: format!(
-                    "key {}: held by process {} from {:.3}s to {:.3}s and by process {} from {:.3}s",
-                    a.key,
-                    a.op.p,
-                    a.start as f64 / 1e9,
-                    a.end as f64 / 1e9,
-                    b.op.p,
-                    b.start as f64 / 1e9
-                ),
-                ops: vec![a.op.clone(), b.op.clone()],
-            });
-        }
-        r
-    } else if definite.is_empty() {
-        CheckResult::new("mutual-exclusion", Validity::Unknown, "no holder in the history: nothing to judge")
-    } else {
-        CheckResult::new("mutual-exclusion", Validity::Valid, "no two holders overlapped")
-    };
-
-    // Acquires with unknown outcome: windows in which they may have held their key.
-    let uncertain: Vec<(u64, u64, &super::OpRecord)> = h
-        .ops
-        .iter()
-        .filter(|o| o.f == Op::Acquire && matches!(o.outcome, Outcome::Info | Outcome::Unresolved))
-        .map(|o| {
-            let (a, b) = uncertain_window(h, o);
-            (a, b, o)
-        })
-        .collect();
-    if !from_sections && r.valid == Validity::Valid && !uncertain.is_empty() {
-        let mut by_key: HashMap<u32, Vec<(u64, u64, u64)>> = HashMap::new();
-        for d in &definite {
-            by_key.entry(d.key).or_default().push((d.start, d.end, d.op.p));
-        }
-        let index: HashMap<u32, IntervalIndex> = by_key.into_iter().map(|(k, v)| (k, IntervalIndex::new(v))).collect();
-        let past_end: Vec<_> = uncertain.iter().filter(|u| u.1 > h.end_ns).collect();
-        let clashing = uncertain
-            .iter()
-            .filter(|(a, b, o)| index.get(&o.key).is_some_and(|ix| ix.other_intersects(o.p, *a, *b)))
-            .count();
-        if !past_end.is_empty() || clashing > 0 {
+    pub fn finish(self) -> CheckResult {
+        let mut r = if self.overlaps > 0 {
+            let mut r = CheckResult::new(
+                "mutual-exclusion",
+                Validity::Invalid,
+                format!("{} time(s) two holders held one key at once", self.overlaps),
+            );
+            r.evidence = self.evidence;
+            r
+        } else if self.holds == 0 {
+            CheckResult::new("mutual-exclusion", Validity::Unknown, "no holder in the history: nothing to judge")
+        } else {
+            CheckResult::new("mutual-exclusion", Validity::Valid, "no two holders overlapped")
+        };
+        if !self.from_sections && r.valid == Validity::Valid && (self.past_end > 0 || self.clashes > 0) {
             r.valid = Validity::Unknown;
             r.message = format!(
                 "no proven overlap, but {} acquire(s) with unknown outcome may still hold a lock past the end of the history \
-                 and {clashing} may have held one while another process did",
-                past_end.len(),
+                 and {} time(s) one may have held a lock while another process did",
+                self.past_end, self.clashes
             );
-            for u in past_end.iter().take(MAX_EVIDENCE) {
-                r.evidence.push(Evidence { what: "unknown outcome, window open past the end".into(), ops: vec![u.2.as_ref()] });
+            for op in self.past_end_evidence {
+                r.evidence.push(Evidence { what: "unknown outcome, window open past the end".into(), ops: vec![op] });
             }
         }
+        if self.from_sections && r.valid == Validity::Valid && self.unknown > 0 {
+            r.message = format!("no two holders overlapped at the resource ({} acquire(s) with unknown outcome never entered it)", self.unknown);
+        }
+        r.figures = serde_json::json!({
+            "overlaps": self.overlaps,
+            "holds": self.holds,
+            "unknown_acquires": self.unknown,
+            "from_sections": self.from_sections,
+        });
+        r
     }
-    if from_sections && r.valid == Validity::Valid && !uncertain.is_empty() {
-        r.message = format!(
-            "no two holders overlapped at the resource ({} acquire(s) with unknown outcome never entered it)",
-            uncertain.len()
-        );
-    }
-    r.figures = serde_json::json!({
-        "overlaps": pairs.len(),
-        "holds": definite.len(),
-        "unknown_acquires": uncertain.len(),
-        "from_sections": from_sections,
-    });
-    r
 }

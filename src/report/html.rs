@@ -25,37 +25,39 @@ pub type Excerpts = HashMap<(usize, String, usize), Vec<String>>;
 /// around the operations it names.
 pub fn evidence_excerpts(path: &Path, verdicts: &[SegmentVerdict]) -> Excerpts {
     let mut out = Excerpts::new();
-    let mut i = 0;
-    let _ = history::for_each_segment(path, |seg| {
-        if let Some(v) = verdicts.get(i) {
-            for r in &v.results {
-                for (j, e) in r.evidence.iter().enumerate() {
-                    let mut lines = Vec::new();
-                    for op in &e.ops {
-                        let from = op.invoke_ns.saturating_sub(1_000_000);
-                        let to = op.complete_ns.unwrap_or(op.invoke_ns).saturating_add(1_000_000_000);
-                        let mut n = 0;
-                        for rec in &seg.records {
-                            let (p, key) = match rec {
-                                Record::Invoke { p, key, .. }
-                                | Record::Ok { p, key, .. }
-                                | Record::Fail { p, key, .. }
-                                | Record::Info { p, key, .. }
-                                | Record::Section { p, key, .. } => (*p, *key),
-                                _ => continue,
-                            };
-                            let ns = rec.ns().unwrap_or(0);
-                            if p == op.p && key == op.key && ns >= from && ns <= to && n < 8 {
-                                lines.push(serde_json::to_string(rec).unwrap_or_default());
-                                n += 1;
-                            }
-                        }
+    // Streamed record by record: a long history is never held in memory.
+    let mut seg: Option<usize> = None;
+    let _ = history::for_each_record(path, |rec| {
+        if matches!(rec, Record::Meta(_)) {
+            seg = Some(seg.map_or(0, |i| i + 1));
+            return;
+        }
+        let i = seg.unwrap_or(0);
+        let Some(v) = verdicts.get(i) else { return };
+        let (p, key) = match &rec {
+            Record::Invoke { p, key, .. }
+            | Record::Ok { p, key, .. }
+            | Record::Fail { p, key, .. }
+            | Record::Info { p, key, .. }
+            | Record::Section { p, key, .. } => (*p, *key),
+            _ => return,
+        };
+        let ns = rec.ns().unwrap_or(0);
+        for r in &v.results {
+            for (j, e) in r.evidence.iter().enumerate() {
+                let named = e.ops.iter().any(|op| {
+                    let from = op.invoke_ns.saturating_sub(1_000_000);
+                    let to = op.complete_ns.unwrap_or(op.invoke_ns).saturating_add(1_000_000_000);
+                    p == op.p && key == op.key && ns >= from && ns <= to
+                });
+                if named {
+                    let lines = out.entry((i, r.checker.clone(), j)).or_default();
+                    if lines.len() < 8 * e.ops.len() {
+                        lines.push(serde_json::to_string(&rec).unwrap_or_default());
                     }
-                    out.insert((i, r.checker.clone(), j), lines);
                 }
             }
         }
-        i += 1;
     });
     out
 }
