@@ -45,6 +45,12 @@ enum Command {
     /// Run failure scenarios from the catalogue (S1-S10, or all) and compare what happens
     /// with what is expected, without and with fencing. Exit 1 on a contradiction.
     Scenario(ScenarioArgs),
+    /// Run every backend for a long time (default 1h, shared equally) under a nemesis cycling
+    /// through every fault the target supports, sampling dlbench's memory and open files and
+    /// each server's memory every second. Exit 0 when the harness's memory grew under
+    /// --max-rss-growth after the warm-up, its open files stayed flat, every fault healed
+    /// and every history was checked; 1 otherwise.
+    Soak(SoakArgs),
     /// Measure the servers beside the locks on one local target: dlbench's Redis SET NX PX
     /// against redis-benchmark, its postgres lock cycle against pgbench -f, each backend's
     /// primitive rate against its lock-cycle rate, and each hot-key hand-off rate against
@@ -103,6 +109,104 @@ struct CalibrateArgs {
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct SoakArgs {
+    /// Backends, comma-separated, or `all`; each runs its share of --duration, in turn.
+    #[arg(long, default_value = "all")]
+    backends: String,
+    /// Total length of the soak, shared equally by the backends.
+    #[arg(long, value_parser = duration, default_value = "1h")]
+    duration: Duration,
+    /// Faults cycled in turn (forms as in `run --nemesis`); faults the target cannot inject
+    /// on a backend are skipped there and listed.
+    #[arg(long, default_value = "kill,pause,partition,isolate,delay,clock,failover")]
+    nemesis: String,
+    /// Start a fault every this often; each lasts half of it.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    nemesis_interval: Duration,
+    /// The workload every backend runs (shipped name or TOML file); under faults a 0 ms
+    /// hold becomes 25 ms, as in `run`.
+    #[arg(long, default_value = "many-keys")]
+    workload: String,
+    /// Concurrent clients per backend (default: the workload's).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Seed for key choice and sampled durations (default: random, and printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Largest growth of dlbench's resident memory after the warm-up (5 minutes, or a
+    /// twelfth of a shorter soak) over the rest of the soak, in percent.
+    #[arg(long, default_value_t = 5.0)]
+    max_rss_growth: f64,
+    /// Results root; each run writes DIR/<run-id>/.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Where the servers are: local, compose or external (as in `run`).
+    #[arg(long, default_value = "local", value_parser = ["local", "compose", "external"])]
+    target: String,
+    /// The endpoints file of an external target.
+    #[arg(long)]
+    endpoints: Option<PathBuf>,
+    /// The compose project holding the services.
+    #[arg(long, default_value = crate::target::compose::DEFAULT_PROJECT)]
+    compose_project: String,
+    /// Bound on reaching each endpoint and on each client's connection.
+    #[arg(long, value_parser = duration, default_value = "5s")]
+    connect_timeout: Duration,
+}
+
+/// A soak is a run: one workload per backend, each for its share of the time, every fault.
+fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
+    let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
+    if backends.contains(&BackendKind::Memory) {
+        anyhow::bail!("--backends: a soak runs under faults and the memory backend has no servers; drop memory");
+    }
+    let n = backends.len().max(1) as u32;
+    let share = a.duration / n;
+    if share < a.nemesis_interval * 2 {
+        anyhow::bail!(
+            "--duration {} gives each of {n} backends {}, too short for faults every {}: use at least {}",
+            crate::util::fmt_duration(a.duration),
+            crate::util::fmt_duration(share),
+            crate::util::fmt_duration(a.nemesis_interval),
+            crate::util::fmt_duration(a.nemesis_interval * 2 * n)
+        );
+    }
+    if !(a.max_rss_growth > 0.0) {
+        anyhow::bail!("--max-rss-growth must be a positive percentage, got {}", a.max_rss_growth);
+    }
+    let run = RunArgs {
+        backends: a.backends,
+        workload: Some(a.workload),
+        clients: a.clients.map(|c| c.to_string()),
+        keys: None,
+        key_dist: None,
+        duration: Some(share),
+        ops: None,
+        warmup: None,
+        hold: None,
+        think: None,
+        ttl: None,
+        wait_timeout: None,
+        rate: None,
+        seed: a.seed,
+        out: a.out,
+        nemesis: Some(a.nemesis),
+        nemesis_interval: a.nemesis_interval,
+        fencing: FencingMode::Both,
+        history: HistoryMode::Auto,
+        target: a.target,
+        endpoints: a.endpoints,
+        compose_project: a.compose_project,
+        allow_remote: false,
+        connect_timeout: a.connect_timeout,
+        no_fail_on_violation: true,
+    };
+    let mut plan = run_plan(run)?;
+    plan.soak = Some(crate::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
+    Ok(plan)
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -341,6 +445,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         fencing: a.fencing,
         history: a.history,
         fail_on_violation: !a.no_fail_on_violation,
+        soak: None,
     })
 }
 
@@ -376,6 +481,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(a) => {
             install_signals(cancel.clone());
             crate::run::run(run_plan(a)?, cancel).await
+        }
+        Command::Soak(a) => {
+            install_signals(cancel.clone());
+            crate::run::run(soak_plan(a)?, cancel).await
         }
         Command::Up(a) => {
             install_signals(cancel.clone());

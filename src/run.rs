@@ -56,6 +56,10 @@ pub struct RunPlan {
     /// exploratory runs (`--no-fail-on-violation`).
     pub fail_on_violation: bool,
     pub target: TargetChoice,
+    /// `dlbench soak`: judge the run against this goal; the soak's verdict is the exit status,
+    /// and faults no backend of the target supports are dropped from the schedule instead of
+    /// refused.
+    pub soak: Option<crate::soak::SoakGoal>,
 }
 
 /// Where the servers are.
@@ -237,6 +241,9 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     if let Some(seed) = plan.phases.first().and_then(|w| w.seed) {
         eprintln!("dlbench: seed {seed} (repeat the run with --seed {seed})");
     }
+    // Sampled from the start, so the servers' start-up and the first phase's warm-up are seen.
+    let sampler = crate::resources::Sampler::start(dir.path.join("resources.jsonl"), crate::target::local::process::live_processes)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.path.join("resources.jsonl").display()))?;
     let history_path = dir.path.join("history.jsonl");
     let history = if plan.history_on() { Some(HistoryWriter::create(&history_path)?) } else { None };
 
@@ -264,7 +271,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                 eprintln!("dlbench: it cannot inject: {}", cannot.join("; "));
             }
             for f in &plan.nemesis {
-                if real.iter().all(|k| t.faults().cannot(*k, f.kind).is_some()) {
+                if real.iter().all(|k| t.faults().cannot(*k, f.kind).is_some()) && plan.soak.is_none() {
                     anyhow::bail!("--nemesis {f}: {}", t.faults().cannot(real[0], f.kind).unwrap_or_default());
                 }
             }
@@ -322,6 +329,8 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         }
         summary.backends.push(BackendSummary::new(kind.name(), capabilities(&*backend), &phases));
     }
+    // The load is over: the checking below is not part of the soak's memory curve.
+    summary.resources = Some(sampler.finish());
     drop(target); // stop the servers before checking, so the table is the last thing said
 
     let verdicts = match &history {
@@ -335,6 +344,9 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     };
     attach(&mut summary, &verdicts, plan.fencing);
     summary.finish(!cancel.is_cancelled());
+    if let Some(goal) = plan.soak {
+        summary.soak = Some(crate::soak::judge_summary(&summary, summary.resources.as_ref(), goal));
+    }
     dir.write_json("summary.json", &summary)?;
     if let Err(e) = crate::report::render(&dir.path) {
         eprintln!("dlbench: the report could not be written: {e:#}");
@@ -345,9 +357,17 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     } else if !plan.nemesis.is_empty() {
         println!("No fault was applied (every one was skipped): no AP / CP class can be observed.\n");
     }
+    if let Some(r) = &summary.resources {
+        println!("{}", crate::resources::line(r));
+    }
     println!("results: {}", dir.path.join("summary.json").display());
     if !summary.complete {
         return Ok(130);
+    }
+    if let Some(o) = &summary.soak {
+        // A soak judges the harness over hours; the locks' verdicts are in the table above.
+        println!("{}", crate::soak::line(o, summary.resources.as_ref()));
+        return Ok(if o.passed { 0 } else { 1 });
     }
     let worst = summary.worst();
     if worst != Validity::Valid {

@@ -279,6 +279,13 @@ pub struct Summary {
     /// lock's hand-off rate against its bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<crate::calibrate::Calibration>,
+    /// The harness's memory and file descriptors and each server's memory over the run,
+    /// sampled once a second (the series are in resources.jsonl).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<crate::resources::ResourceSummary>,
+    /// `dlbench soak`: the run judged against the soak's goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<crate::soak::SoakOutcome>,
 }
 
 impl Summary {
@@ -301,6 +308,8 @@ impl Summary {
             backends: Vec::new(),
             scenarios: Vec::new(),
             calibration: None,
+            resources: None,
+            soak: None,
         }
     }
 

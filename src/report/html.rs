@@ -203,6 +203,9 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     if let Some(c) = &s.calibration {
         h.push_str(&calibration(c));
     }
+    if let Some(r) = &s.resources {
+        h.push_str(&resources(r, s.soak.as_ref()));
+    }
 
     if !s.scenarios.is_empty() {
         h.push_str("<h2>Scenarios</h2><table><tr><th>scenario</th><th>backend</th><th>fencing</th><th>expected</th><th>observed</th><th>agrees</th></tr>");
@@ -279,6 +282,53 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
 }
 
 /// `dlbench calibrate`'s three tables.
+fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::SoakOutcome>) -> String {
+    let mut h = String::from("<h2>Resources</h2>");
+    if let Some(o) = soak {
+        let _ = write!(
+            h,
+            "<p class=\"{}\">Soak {}: dlbench's memory grew {} after the warm-up (goal: under {}%), open files by {}; {} of {} faults healed.</p>",
+            if o.passed { "valid" } else { "invalid" },
+            if o.passed { "passed" } else { "failed" },
+            o.rss_growth_pct.map(|g| format!("{g:+.1}%")).unwrap_or_else(|| "(not measured)".into()),
+            o.goal.map(|g| g.max_rss_growth_pct).unwrap_or_default(),
+            o.fd_growth.map(|g| format!("{g:+.1}")).unwrap_or_else(|| "(not measured)".into()),
+            o.faults_healed,
+            o.faults_applied
+        );
+        for f in &o.failures {
+            let _ = write!(h, "<p class=\"invalid\">{}</p>", esc(f));
+        }
+    }
+    let _ = write!(
+        h,
+        "<p>{} samples over {:.0} s, one a second (<a href=\"resources.jsonl\">resources.jsonl</a>); trends leave out the first {:.0} s. \
+         Growth is the least-squares slope after the warm-up.</p>",
+        r.samples, r.seconds, r.warmup_s
+    );
+    h.push_str("<table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after warm-up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
+    let row = |h: &mut String, name: &str, t: &crate::resources::Trend| {
+        let _ = write!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
+            esc(name),
+            t.first,
+            t.peak,
+            t.last,
+            t.mean,
+            t.growth_per_hour.map(|g| format!("{g:+.1}")).unwrap_or_else(|| "-".into()),
+            t.growth_pct_per_hour.map(|g| format!("{g:+.1}%")).unwrap_or_else(|| "-".into())
+        );
+    };
+    row(&mut h, "dlbench RSS (MiB)", &r.harness_rss_mb);
+    row(&mut h, "dlbench open files", &r.harness_fds);
+    for (n, t) in &r.servers_mb {
+        row(&mut h, &format!("{n} PSS (MiB)"), t);
+    }
+    h.push_str("</table>");
+    h
+}
+
 fn calibration(c: &crate::calibrate::Calibration) -> String {
     let mut h = format!("<h2>Calibration</h2><p>{} connections, {:.0} s per measurement, one local target.</p>", c.connections, c.seconds);
     if !c.side_by_side.is_empty() {

@@ -275,6 +275,66 @@ pub fn sweep(s: &Summary, out: &Path) -> Res<bool> {
     Ok(true)
 }
 
+/// The node name's backend: `redis-2` -> `redis`, `postgres` -> `postgres`.
+fn node_group(name: &str) -> &str {
+    match name.rsplit_once('-') {
+        Some((head, tail)) if tail.bytes().all(|b| b.is_ascii_digit()) => head,
+        _ => name,
+    }
+}
+
+/// dlbench's memory and open files and the servers' memory (summed per backend) over the
+/// run, from `resources.jsonl`, with the warm-up the trends exclude marked.
+pub fn resources(run_dir: &Path, out: &Path) -> Res<bool> {
+    let samples = match crate::resources::read(&run_dir.join("resources.jsonl")) {
+        Ok(s) if s.len() >= 2 => s,
+        _ => return Ok(false),
+    };
+    let xmax = samples.last().map(|s| s.t).unwrap_or(1.0).max(1.0);
+    let warm = crate::resources::warmup_for(xmax);
+    let mut groups: std::collections::BTreeMap<String, Vec<(f64, f64)>> = Default::default();
+    for s in &samples {
+        let mut per: std::collections::BTreeMap<&str, f64> = Default::default();
+        for (n, kb) in &s.servers {
+            *per.entry(node_group(n)).or_default() += *kb as f64 / 1024.0;
+        }
+        for (g, mb) in per {
+            groups.entry(g.to_string()).or_default().push((s.t, mb));
+        }
+    }
+    let root = SVGBackend::new(out, (900, 720)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled("Resources over the run (sampled every second)", ("sans-serif", 22))?;
+    let panels = root.split_evenly((3, 1));
+    let warm_style = RGBColor(127, 127, 127).mix(0.15);
+    let rss: Vec<(f64, f64)> = samples.iter().map(|s| (s.t, s.rss_kb as f64 / 1024.0)).collect();
+    let fds: Vec<(f64, f64)> = samples.iter().map(|s| (s.t, s.fds as f64)).collect();
+    for (i, (label, pts)) in [("dlbench RSS (MiB)", &rss), ("dlbench open files", &fds)].into_iter().enumerate() {
+        let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.2;
+        let mut c = ChartBuilder::on(&panels[i]).margin(10).x_label_area_size(25).y_label_area_size(70).build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        c.configure_mesh().y_desc(label).x_labels(10).y_label_formatter(&|v| format!("{v:.0}")).draw()?;
+        c.draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (warm, ymax)], warm_style.filled())))?
+            .label("warm-up (not in the trend)")
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], warm_style.filled()));
+        c.draw_series(LineSeries::new(pts.iter().copied(), color(0).stroke_width(2)))?;
+        c.configure_series_labels().position(SeriesLabelPosition::LowerRight).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    }
+    if !groups.is_empty() {
+        let ymax = groups.values().flat_map(|v| v.iter().map(|p| p.1)).fold(1.0, f64::max) * 1.2;
+        let mut c = ChartBuilder::on(&panels[2]).margin(10).x_label_area_size(35).y_label_area_size(70).build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        c.configure_mesh().x_desc("seconds").y_desc("servers PSS (MiB)").x_labels(10).y_label_formatter(&|v| format!("{v:.0}")).draw()?;
+        for (i, (g, pts)) in groups.iter().enumerate() {
+            let col = color(i + 1);
+            c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))?
+                .label(g.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        }
+        c.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    }
+    root.present()?;
+    Ok(true)
+}
+
 /// Draw every chart that has data into `run_dir/plots/`; returns (title, relative path).
 pub fn draw_all(run_dir: &Path, s: &Summary) -> Vec<(String, PathBuf)> {
     let dir = run_dir.join("plots");
@@ -292,6 +352,7 @@ pub fn draw_all(run_dir: &Path, s: &Summary) -> Vec<(String, PathBuf)> {
     }
     try_draw("Availability during faults".into(), "availability.svg".into(), availability(s, &dir.join("availability.svg")));
     try_draw("Throughput against clients".into(), "clients-sweep.svg".into(), sweep(s, &dir.join("clients-sweep.svg")));
+    try_draw("Resources over the run".into(), "resources.svg".into(), resources(run_dir, &dir.join("resources.svg")));
     out
 }
 
