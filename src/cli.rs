@@ -384,7 +384,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
                 None => None,
             };
-            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password };
+            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password, connect_timeout: None };
             crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
         }
         Command::Check(a) => check(a),

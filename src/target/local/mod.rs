@@ -56,6 +56,10 @@ pub struct TargetOptions {
     /// `root` user with auth on. Never written to results.
     #[serde(skip)]
     pub password: Option<String>,
+    /// Bound on each health check, version probe and admin command (`--connect-timeout`);
+    /// `None` is the 5 s default of [`crate::connect::Timeouts`].
+    #[serde(skip)]
+    pub connect_timeout: Option<Duration>,
 }
 
 /// A node before it is started.
@@ -170,6 +174,8 @@ pub struct LocalTarget {
     /// Where each node's shared client proxy forwards (changed by a failover).
     client_backends: Vec<Option<Arc<Mutex<SocketAddr>>>>,
     password: Option<String>,
+    /// Bound on each exchange of a probe or admin command with a server.
+    connect_timeout: Duration,
     stopped: bool,
 }
 
@@ -330,6 +336,7 @@ impl LocalTarget {
             net,
             client_backends,
             password: options.password.clone(),
+            connect_timeout: options.connect_timeout.unwrap_or(crate::connect::Timeouts::default().connect),
             options,
             stopped: false,
         };
@@ -339,16 +346,17 @@ impl LocalTarget {
         let kinds: Vec<BackendKind> = backends.iter().copied().filter(|k| *k != BackendKind::Memory).collect();
         // etcd's auth is switched on once the cluster runs; until then it answers without.
         let pw = target.password.clone();
+        let within = target.connect_timeout;
         let checks = kinds.iter().map(|&k| {
             let nodes = target.nodes_of(k);
             let pw = if k == BackendKind::Etcd { None } else { pw.clone() };
-            async move { wait_healthy(k, &nodes, pw.as_deref()).await }
+            async move { wait_healthy(k, &nodes, pw.as_deref(), within).await }
         });
         for r in futures::future::join_all(checks).await {
             r?;
         }
         if let (Some(pw), Some(n)) = (&pw, target.nodes.iter().find(|n| n.backend == BackendKind::Etcd)) {
-            etcd::enable_auth(&n.real_addr, pw).await.map_err(|e| TargetError::Unhealthy { backend: BackendKind::Etcd, detail: e })?;
+            etcd::enable_auth(&n.real_addr, pw, within).await.map_err(|e| TargetError::Unhealthy { backend: BackendKind::Etcd, detail: e })?;
         }
         for k in kinds {
             target.endpoints.set(k, target.section(k, |n| n.client_addr.clone()));
@@ -432,7 +440,12 @@ impl LocalTarget {
     /// Wait until `kind`'s running cluster is healthy.
     pub async fn wait_healthy(&self, kind: BackendKind) -> Result<(), TargetError> {
         let nodes = self.nodes_of(kind);
-        wait_healthy(kind, &nodes, self.password.as_deref()).await
+        wait_healthy(kind, &nodes, self.password.as_deref(), self.connect_timeout).await
+    }
+
+    /// Bound on each exchange of a probe or admin command with a server.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper), if any answers.
@@ -441,7 +454,7 @@ impl LocalTarget {
         match kind {
             BackendKind::Etcd => {
                 for n in &nodes {
-                    if let Ok(name) = etcd::leader_name(&n.real_addr, self.password.as_deref()).await {
+                    if let Ok(name) = etcd::leader_name(&n.real_addr, self.password.as_deref(), self.connect_timeout).await {
                         return self.nodes.iter().find(|x| x.name == name).cloned();
                     }
                 }
@@ -449,7 +462,7 @@ impl LocalTarget {
             }
             BackendKind::Zookeeper => {
                 for n in &nodes {
-                    if zookeeper::four_letter(&n.real_addr, "srvr").await.is_ok_and(|o| o.contains("Mode: leader")) {
+                    if zookeeper::four_letter(&n.real_addr, "srvr", self.connect_timeout).await.is_ok_and(|o| o.contains("Mode: leader")) {
                         return Some(n.clone());
                     }
                 }
@@ -462,7 +475,7 @@ impl LocalTarget {
     /// Each server's version, as the server reports it.
     pub async fn versions(&self) -> BTreeMap<String, String> {
         // Our own servers, already health-checked: a silent one is recorded, not fatal.
-        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref(), Duration::from_secs(10))
+        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref(), self.connect_timeout)
             .await
             .unwrap_or_else(|e| BTreeMap::from([("error".to_string(), e)]))
     }
@@ -494,15 +507,15 @@ impl Drop for LocalTarget {
 }
 
 /// Send one command to a Redis server (admin actions of the nemesis).
-pub async fn redis_command(ep: &str, cmd: &str, password: Option<&str>) -> Result<String, String> {
-    let reply = redis::command_auth(ep, cmd, password).await?;
+pub async fn redis_command(ep: &str, cmd: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
+    let reply = redis::command_auth(ep, cmd, password, within).await?;
     if reply.starts_with('-') {
         return Err(format!("{ep}: {cmd}: {}", reply.trim()));
     }
     Ok(reply)
 }
 
-async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&str>) -> Result<(), TargetError> {
+async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&str>, within: Duration) -> Result<(), TargetError> {
     let eps: Vec<String> = nodes.iter().filter(|n| !n.replica).map(|n| n.real_addr.clone()).collect();
     let started = Instant::now();
     loop {
@@ -514,10 +527,10 @@ async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&
                 });
             }
         }
-        let mut r = crate::target::probe::healthy(kind, &eps, password).await;
+        let mut r = crate::target::probe::healthy(kind, &eps, password, within).await;
         for n in nodes.iter().filter(|n| n.replica) {
             if r.is_ok() {
-                r = redis::replica_linked(&n.real_addr, password).await;
+                r = redis::replica_linked(&n.real_addr, password, within).await;
             }
         }
         let last = match r {

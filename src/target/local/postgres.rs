@@ -109,7 +109,7 @@ fn options(ep: &str, password: Option<&str>) -> sqlx::postgres::PgConnectOptions
     }
 }
 
-pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], password: Option<&str>, within: Duration) -> Result<(), String> {
     use sqlx::ConnectOptions;
     for ep in endpoints {
         let fut = async {
@@ -117,13 +117,16 @@ pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(),
             sqlx::query("SELECT 1").execute(&mut c).await.map_err(|e| format!("{ep}: {e}"))?;
             Ok::<_, String>(())
         };
-        tokio::time::timeout(Duration::from_secs(3), fut).await.map_err(|_| format!("{ep}: no answer"))??;
+        tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer"))??;
     }
     Ok(())
 }
 
-pub async fn version(ep: &str, password: Option<&str>) -> Result<String, String> {
+pub async fn version(ep: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
     use sqlx::ConnectOptions;
-    let mut c = options(ep, password).connect().await.map_err(|e| e.to_string())?;
-    sqlx::query_scalar::<_, String>("SHOW server_version").fetch_one(&mut c).await.map_err(|e| e.to_string())
+    let fut = async {
+        let mut c = options(ep, password).connect().await.map_err(|e| e.to_string())?;
+        sqlx::query_scalar::<_, String>("SHOW server_version").fetch_one(&mut c).await.map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer"))?
 }

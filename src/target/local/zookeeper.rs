@@ -64,7 +64,8 @@ pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std
 }
 
 /// Send a four-letter word and read the whole answer.
-pub async fn four_letter(ep: &str, word: &str) -> Result<String, String> {
+/// `within` bounds the whole exchange (the run's `--connect-timeout`).
+pub async fn four_letter(ep: &str, word: &str, within: Duration) -> Result<String, String> {
     let fut = async {
         let mut s = tokio::net::TcpStream::connect(ep).await.map_err(|e| format!("{ep}: {e}"))?;
         s.write_all(word.as_bytes()).await.map_err(|e| format!("{ep}: {e}"))?;
@@ -72,14 +73,14 @@ pub async fn four_letter(ep: &str, word: &str) -> Result<String, String> {
         s.read_to_string(&mut out).await.map_err(|e| format!("{ep}: {e}"))?;
         Ok::<_, String>(out)
     };
-    tokio::time::timeout(Duration::from_secs(2), fut).await.map_err(|_| format!("{ep}: no answer to {word}"))?
+    tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer to {word}"))?
 }
 
 /// Healthy when every member serves and reports a role (a quorum formed).
-pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], within: Duration) -> Result<(), String> {
     let mut leaders = 0;
     for ep in endpoints {
-        let out = four_letter(ep, "srvr").await?;
+        let out = four_letter(ep, "srvr", within).await?;
         if out.contains("Mode: leader") {
             leaders += 1;
         } else if !out.contains("Mode: follower") {
@@ -93,8 +94,8 @@ pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
     }
 }
 
-pub async fn version(ep: &str) -> Result<String, String> {
-    let out = four_letter(ep, "srvr").await?;
+pub async fn version(ep: &str, within: Duration) -> Result<String, String> {
+    let out = four_letter(ep, "srvr", within).await?;
     let v = out
         .lines()
         .find_map(|l| l.strip_prefix("Zookeeper version:"))
