@@ -13,8 +13,9 @@ pub struct EtcdPorts {
     pub peer_front: Option<u16>,
 }
 
-/// One spec per member; `ports[i]` are member i's client and peer ports.
-pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<NodePlan> {
+/// One spec per member; `ports[i]` are member i's client and peer ports. Data goes under
+/// `dir` (the runtime directory), the log under `logs`.
+pub fn specs(bin: &Path, dir: &Path, logs: &Path, ports: &[EtcdPorts], token: &str) -> Vec<NodePlan> {
     let advertised = |p: &EtcdPorts| p.peer_front.unwrap_or(p.peer);
     let cluster: Vec<String> =
         ports.iter().enumerate().map(|(i, p)| format!("etcd-{}=http://127.0.0.1:{}", i + 1, advertised(p))).collect();
@@ -28,7 +29,7 @@ pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<No
             let client = format!("http://127.0.0.1:{}", p.client);
             let peer = format!("http://127.0.0.1:{}", p.peer);
             let advertise_peer = format!("http://127.0.0.1:{}", advertised(p));
-            let spec = Spec::new(&name, bin, home.join("log")).args([
+            let spec = Spec::new(&name, bin, logs.join(&name).join("log")).args([
                 "--name".into(),
                 name.clone(),
                 "--data-dir".into(),

@@ -1,5 +1,6 @@
-//! PostgreSQL x1: initdb into the run directory, then the server, as the `postgres` user
-//! when dlbench runs as root (PostgreSQL refuses to run as root).
+//! PostgreSQL x1: initdb into the runtime directory, then the server, as the `postgres` user
+//! when dlbench runs as root (PostgreSQL refuses to run as root). The log is opened by
+//! dlbench and handed over as stdout/stderr, so it can stay in a private `--out`.
 
 use std::path::Path;
 use std::process::Command;
@@ -37,7 +38,7 @@ fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 
 /// Run initdb (synchronously) and return the server's spec. With a password, the
 /// `postgres` user needs it (SCRAM); without, loopback connections are trusted.
-pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16, password: Option<&str>) -> Result<NodePlan, String> {
+pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, logs: &Path, port: u16, password: Option<&str>) -> Result<NodePlan, String> {
     let home = dir.join("postgres-1");
     let data = home.join("data");
     std::fs::create_dir_all(&home).map_err(|e| format!("create {}: {e}", home.display()))?;
@@ -71,11 +72,12 @@ pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16, password: 
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim();
         return Err(format!(
-            "initdb failed in {} ({last}); if the postgres user cannot reach that directory, choose --out under a world-readable path",
-            data.display()
+            "initdb failed in {} ({last}); if the postgres user cannot reach that directory, set {} to a directory every user may pass through",
+            data.display(),
+            super::runtime::ENV
         ));
     }
-    let mut spec = Spec::new("postgres-1", postgres, home.join("log")).args([
+    let mut spec = Spec::new("postgres-1", postgres, logs.join("postgres-1").join("log")).args([
         "-D".to_string(),
         data.display().to_string(),
         "-p".into(),

@@ -12,9 +12,13 @@ use super::NodePlan;
 /// Redlock hazard scenario S4 is about.
 /// `replica_of`: the primary's address, for a replica. `shim`: run under the clock shim.
 /// `password`: require it (written to a private config file, never on the command line).
+/// Data and the config file go under `dir` (the runtime directory, removed at stop), the
+/// log under `logs`.
+#[allow(clippy::too_many_arguments)]
 pub fn spec(
     bin: &Path,
     dir: &Path,
+    logs: &Path,
     name: &str,
     port: u16,
     replica_of: Option<&str>,
@@ -24,7 +28,7 @@ pub fn spec(
     let home = dir.join(name);
     let data = home.join("data");
     std::fs::create_dir_all(&data)?;
-    let mut spec = Spec::new(name, bin, home.join("log"));
+    let mut spec = Spec::new(name, bin, logs.join(name).join("log"));
     if let Some(pw) = password {
         // The config file must come first on redis-server's command line.
         let conf = home.join("auth.conf");

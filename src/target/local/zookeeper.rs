@@ -37,7 +37,8 @@ fn config(data: &Path, me: usize, all: &[ZkPorts]) -> String {
     cfg
 }
 
-pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std::io::Result<Vec<NodePlan>> {
+/// Data and configuration go under `dir` (the runtime directory), logs under `logs`.
+pub fn specs(java: &Path, classpath: &str, dir: &Path, logs: &Path, ports: &[ZkPorts]) -> std::io::Result<Vec<NodePlan>> {
     let mut out = Vec::new();
     for (i, p) in ports.iter().enumerate() {
         let name = format!("zookeeper-{}", i + 1);
@@ -47,12 +48,13 @@ pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std
         std::fs::write(data.join("myid"), format!("{}\n", i + 1))?;
         let cfg_path = home.join("zoo.cfg");
         std::fs::write(&cfg_path, config(&data, i, ports))?;
-        let spec = Spec::new(&name, java, home.join("log")).args([
+        let log_dir = logs.join(&name);
+        let spec = Spec::new(&name, java, log_dir.join("log")).args([
             "-Xmx256m".to_string(),
             "-XX:+UseSerialGC".into(),
             "-XX:-UsePerfData".into(),
             "-Dzookeeper.admin.enableServer=false".into(),
-            format!("-Dzookeeper.log.dir={}", home.display()),
+            format!("-Dzookeeper.log.dir={}", log_dir.display()),
             "-cp".into(),
             classpath.to_string(),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
