@@ -290,7 +290,8 @@ impl LocalTarget {
             }
         }
 
-        // The run directory keeps each node's log and a link to its data while it runs.
+        // The run directory keeps each node's log and a link to its data (left dangling at
+        // stop, as the record of where the data was).
         for (_, plan, _, _) in &planned {
             let home = dir.join(&plan.spec.name);
             std::fs::create_dir_all(&home).map_err(io)?;
@@ -514,11 +515,9 @@ impl LocalTarget {
             }
         });
         // The whole runtime directory goes: data, Redis's auth.conf, sockets, the shim.
+        // The `data` links stay, dangling: they record where the data was.
         if let Some(mut rt) = self.runtime.take() {
             rt.remove();
-        }
-        for n in &self.nodes {
-            let _ = std::fs::remove_file(self.dir.join(&n.name).join("data"));
         }
     }
 }

@@ -6,7 +6,7 @@
 //!   user and must enter its directory, and `--out` may be private (`mktemp -d`, mode 700).
 //!   `<base>` and `<base>/<run-id>` are mode 0711: every user may pass through, nobody
 //!   else may list them. The run directory keeps `servers/<node>/log` (the logs stay) and a
-//!   link `servers/<node>/data` to the data while the servers run.
+//!   link `servers/<node>/data` to the data (dangling once the servers stop).
 //! - Each runtime directory holds `lock`, flock'ed by the process that made it for as long as
 //!   it lives (the kernel drops the lock when the process dies, however it dies), and `pid`.
 //!   Every start sweeps `<base>`: a directory whose lock nobody holds belongs to a run that
