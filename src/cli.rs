@@ -226,7 +226,8 @@ struct UpArgs {
     /// Write the endpoints (TOML) to this file.
     #[arg(long)]
     endpoints: Option<PathBuf>,
-    /// Where the servers' data and logs go (DIR/up-<id>/servers/).
+    /// Where the servers' logs go (DIR/up-<id>/servers/; their data is in a runtime
+    /// directory linked from there, see README).
     #[arg(long, default_value = "results")]
     out: PathBuf,
     /// Start the target as fault runs do: links through proxies, Redlock under the clock
