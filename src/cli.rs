@@ -330,7 +330,8 @@ struct UpArgs {
     /// Write the endpoints (TOML) to this file.
     #[arg(long)]
     endpoints: Option<PathBuf>,
-    /// Where the servers' data and logs go (DIR/up-<id>/servers/).
+    /// Where the servers' logs go (DIR/up-<id>/servers/; their data is in a runtime
+    /// directory linked from there, see README).
     #[arg(long, default_value = "results")]
     out: PathBuf,
     /// Start the target as fault runs do: links through proxies, Redlock under the clock
@@ -493,7 +494,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
                 None => None,
             };
-            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password };
+            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password, connect_timeout: None };
             crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
         }
         Command::Check(a) => check(a),

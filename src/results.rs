@@ -27,10 +27,12 @@ impl RunDir {
         if prefix.is_empty() {
             let out = path.parent().unwrap_or(out);
             let latest = out.join("latest");
+            sweep_latest_temporaries(out);
             let tmp = out.join(format!(".latest-{}", std::process::id()));
             let _ = std::fs::remove_file(&tmp);
-            if std::os::unix::fs::symlink(&id, &tmp).is_ok() {
-                let _ = std::fs::rename(&tmp, &latest);
+            if std::os::unix::fs::symlink(&id, &tmp).is_ok() && std::fs::rename(&tmp, &latest).is_err() {
+                // `latest` is something else (a real directory): leave it, and no temporary.
+                let _ = std::fs::remove_file(&tmp);
             }
         }
         Ok(RunDir { id, path })
@@ -45,6 +47,21 @@ impl RunDir {
         let mut s = serde_json::to_string_pretty(v)?;
         s.push('\n');
         self.write(name, s.as_bytes())
+    }
+}
+
+/// Remove `.latest-<pid>` links whose process is gone (one killed between making the link
+/// and renaming it). A live process's link is its own to rename.
+fn sweep_latest_temporaries(out: &Path) {
+    let Ok(entries) = std::fs::read_dir(out) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name.strip_prefix(".latest-").and_then(|p| p.parse::<i32>().ok()) else { continue };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone && e.file_type().is_ok_and(|t| t.is_symlink()) {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 

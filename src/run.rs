@@ -126,7 +126,7 @@ async fn bring_up(plan: &RunPlan, dir: &RunDir, real: &[BackendKind]) -> anyhow:
         }
         TargetChoice::Compose { project } => {
             eprintln!("dlbench: using compose project {project} for {}", names(real));
-            Running::Compose(Arc::new(ComposeTarget::discover(project, real).await?))
+            Running::Compose(Arc::new(ComposeTarget::discover(project, real, plan.timeouts.connect).await?))
         }
         TargetChoice::External { endpoints, allow_remote } => {
             let e = Endpoints::load(endpoints)?;
@@ -138,7 +138,7 @@ async fn bring_up(plan: &RunPlan, dir: &RunDir, real: &[BackendKind]) -> anyhow:
                     remote.join(", ")
                 );
             }
-            Running::External(Arc::new(ExternalTarget::new(e, real)?))
+            Running::External(Arc::new(ExternalTarget::new(e, real, plan.timeouts)?))
         }
     })
 }
@@ -201,6 +201,7 @@ impl RunPlan {
             clock_shim: has(FaultKind::Clock),
             redis_replica: has(FaultKind::Failover),
             password: None,
+            connect_timeout: Some(self.timeouts.connect),
         }
     }
 }

@@ -107,3 +107,44 @@ fn unreachable_endpoints_fail_within_the_connect_timeout() {
         assert!(err.contains(&addr.to_string()) || err.contains("timed out") || err.contains("timeout"), "{backend}: unclear error: {err}");
     }
 }
+
+/// `--connect-timeout` is the bound, not a fixed one inside a probe: a Redis endpoint that
+/// accepts connections and never says a word keeps dlbench waiting the full 10 s it was
+/// given (the version probe used to give up after its own 2 s), then ends the run with one
+/// line naming the endpoint and the bound.
+#[test]
+fn a_silent_endpoint_is_waited_for_the_whole_connect_timeout() {
+    let dir = scratch("silent10");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    // Accept every connection and hold it open, silent, until the test ends.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let ep = dir.join("redis.toml");
+    std::fs::write(&ep, format!("[redis]\nendpoints = [\"{addr}\"]\n")).unwrap();
+    let started = std::time::Instant::now();
+    let mut child = dlbench()
+        .args(["run", "--target", "external", "--backends", "redis", "--connect-timeout", "10s", "--duration", "2s", "--endpoints"])
+        .arg(&ep)
+        .arg("--out")
+        .arg(dir.join("results"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let elapsed = started.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    eprintln!("silent endpoint: exit {status} after {elapsed:?}");
+    assert_eq!(status.code(), Some(2), "a silent endpoint is bad input (exit 2): {err}");
+    assert!(elapsed >= Duration::from_secs(9), "gave up after {elapsed:?}, before the 10s --connect-timeout: {err}");
+    assert!(elapsed < Duration::from_secs(30), "waited {elapsed:?}, far past the 10s --connect-timeout: {err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "expected one error line: {err}");
+    assert!(errors[0].contains(&addr.to_string()) && errors[0].contains("10s"), "the error names neither the endpoint nor the bound: {err}");
+}

@@ -35,6 +35,8 @@ pub struct ComposeTarget {
     endpoints: Endpoints,
     /// Containers the nemesis disconnected, to reconnect on heal.
     disconnected: Mutex<Vec<usize>>,
+    /// Bound on each probe of a service (`--connect-timeout`).
+    within: Duration,
 }
 
 async fn docker(args: &[&str]) -> Result<String, String> {
@@ -64,7 +66,8 @@ fn classify(service: &str) -> Option<(BackendKind, u16, bool)> {
 
 impl ComposeTarget {
     /// Find the project's services for `backends` and wait until they are healthy.
-    pub async fn discover(project: &str, backends: &[BackendKind]) -> anyhow::Result<ComposeTarget> {
+    /// `within` bounds each probe of a service (the run's `--connect-timeout`).
+    pub async fn discover(project: &str, backends: &[BackendKind], within: Duration) -> anyhow::Result<ComposeTarget> {
         let names = docker(&["ps", "-a", "--filter", &format!("label=com.docker.compose.project={project}"), "--format", "{{.Names}}"])
             .await
             .map_err(anyhow::Error::msg)?;
@@ -112,7 +115,7 @@ impl ComposeTarget {
             }
             endpoints.set(k, sec);
         }
-        let t = ComposeTarget { project: project.to_string(), services, endpoints, disconnected: Mutex::default() };
+        let t = ComposeTarget { project: project.to_string(), services, endpoints, disconnected: Mutex::default(), within };
         for &k in backends {
             t.wait_healthy(k).await.map_err(anyhow::Error::msg)?;
         }
@@ -142,7 +145,7 @@ impl ComposeTarget {
             let states = docker(&args).await?;
             let containers_ok = states.lines().all(|l| l.trim() == "true false healthy");
             let eps: Vec<String> = self.of(k).iter().filter(|s| !s.replica).map(|s| s.endpoint.clone()).collect();
-            let last = if containers_ok { probe::healthy(k, &eps, None).await } else { Err(format!("containers not healthy yet: {}", states.replace('\n', "; "))) };
+            let last = if containers_ok { probe::healthy(k, &eps, None, self.within).await } else { Err(format!("containers not healthy yet: {}", states.replace('\n', "; "))) };
             match last {
                 Ok(()) => return Ok(()),
                 Err(e) if started.elapsed() > Duration::from_secs(120) => return Err(format!("{k} on compose not healthy after 120 s: {e}")),
@@ -180,7 +183,7 @@ impl Faults for ComposeTarget {
         let nodes: Vec<&Service> = self.of(kind).into_iter().filter(|s| !s.replica).collect();
         let eps: Vec<String> = nodes.iter().map(|s| s.endpoint.clone()).collect();
         let names: Vec<String> = nodes.iter().map(|s| s.service.clone()).collect();
-        probe::leader(kind, &eps, &names, None).await.map(|i| node_ref(nodes[i]))
+        probe::leader(kind, &eps, &names, None, self.within).await.map(|i| node_ref(nodes[i]))
     }
 
     async fn kill(&self, n: &NodeRef) -> Result<(), String> {

@@ -23,6 +23,8 @@ pub struct ExternalTarget {
     killed: Mutex<HashSet<usize>>,
     paused: Mutex<HashSet<usize>>,
     isolated: Mutex<HashSet<usize>>,
+    /// The run's `--connect-timeout`, bounding every probe.
+    timeouts: crate::connect::Timeouts,
 }
 
 /// Run one fault command, bounded; its output stays out of logs and results (it may
@@ -40,7 +42,7 @@ async fn run(cmd: &str) -> Result<(), String> {
 }
 
 impl ExternalTarget {
-    pub fn new(endpoints: Endpoints, backends: &[BackendKind]) -> anyhow::Result<ExternalTarget> {
+    pub fn new(endpoints: Endpoints, backends: &[BackendKind], timeouts: crate::connect::Timeouts) -> anyhow::Result<ExternalTarget> {
         let mut nodes = Vec::new();
         for &k in backends {
             let s = endpoints.get(k).ok_or_else(|| anyhow::anyhow!("the endpoints file has no [{k}] section; add it or drop {k} from --backends"))?;
@@ -56,7 +58,7 @@ impl ExternalTarget {
                 passwords.insert(k, pw);
             }
         }
-        Ok(ExternalTarget { endpoints, passwords, nodes, killed: Mutex::default(), paused: Mutex::default(), isolated: Mutex::default() })
+        Ok(ExternalTarget { endpoints, passwords, nodes, killed: Mutex::default(), paused: Mutex::default(), isolated: Mutex::default(), timeouts })
     }
 
     pub fn endpoints(&self) -> &Endpoints {
@@ -84,10 +86,9 @@ impl ExternalTarget {
     /// Every node answers: the plain-TCP probe, or over TLS a client connection.
     async fn healthy(&self, kind: BackendKind, eps: &[String]) -> Result<(), String> {
         if self.endpoints.get(kind).is_some_and(|s| s.tls.is_some()) {
-            let t = crate::connect::Timeouts { connect: Duration::from_secs(3), request: Duration::from_secs(3) };
-            return crate::connect::connect(kind, &self.endpoints, t, None).await.map(drop).map_err(|e| e.to_string());
+            return crate::connect::connect(kind, &self.endpoints, self.timeouts, None).await.map(drop).map_err(|e| e.to_string());
         }
-        probe::healthy(kind, eps, self.passwords.get(&kind).map(String::as_str)).await
+        probe::healthy(kind, eps, self.passwords.get(&kind).map(String::as_str), self.timeouts.connect).await
     }
 
     fn commands(&self, k: BackendKind) -> FaultCommands {
@@ -136,7 +137,7 @@ impl Faults for ExternalTarget {
         let eps = section.endpoints.clone();
         let nodes = self.nodes(kind);
         let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        probe::leader(kind, &eps, &names, self.passwords.get(&kind).map(String::as_str)).await.map(|i| nodes[i].clone())
+        probe::leader(kind, &eps, &names, self.passwords.get(&kind).map(String::as_str), self.timeouts.connect).await.map(|i| nodes[i].clone())
     }
 
     async fn kill(&self, n: &NodeRef) -> Result<(), String> {

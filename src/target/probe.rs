@@ -2,6 +2,7 @@
 //! version they are: shared by the local, compose and external targets.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::endpoints::Endpoints;
 use crate::kind::BackendKind;
@@ -10,22 +11,23 @@ use crate::target::local::{etcd, postgres, redis, zookeeper};
 /// Healthy when every endpoint of `kind` answers as a member of a working cluster.
 /// `password` is the cluster's, when it has auth on (etcd's root, Redis, PostgreSQL's
 /// postgres user).
-pub async fn healthy(kind: BackendKind, endpoints: &[String], password: Option<&str>) -> Result<(), String> {
+/// `within` bounds each exchange with a server (the run's `--connect-timeout`).
+pub async fn healthy(kind: BackendKind, endpoints: &[String], password: Option<&str>, within: Duration) -> Result<(), String> {
     match kind {
-        BackendKind::Etcd => etcd::healthy(endpoints, password).await,
-        BackendKind::Zookeeper => zookeeper::healthy(endpoints).await,
-        BackendKind::Redis | BackendKind::Redlock => redis::healthy(endpoints, password).await,
-        BackendKind::Postgres => postgres::healthy(endpoints, password).await,
+        BackendKind::Etcd => etcd::healthy(endpoints, password, within).await,
+        BackendKind::Zookeeper => zookeeper::healthy(endpoints, within).await,
+        BackendKind::Redis | BackendKind::Redlock => redis::healthy(endpoints, password, within).await,
+        BackendKind::Postgres => postgres::healthy(endpoints, password, within).await,
         BackendKind::Memory => Ok(()),
     }
 }
 
 /// The endpoint (index into `endpoints`) of the node that leads, for etcd and ZooKeeper.
-pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], password: Option<&str>) -> Option<usize> {
+pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], password: Option<&str>, within: Duration) -> Option<usize> {
     match kind {
         BackendKind::Etcd => {
             for ep in endpoints {
-                if let Ok(name) = etcd::leader_name(ep, password).await {
+                if let Ok(name) = etcd::leader_name(ep, password, within).await {
                     return names.iter().position(|n| *n == name);
                 }
             }
@@ -33,7 +35,7 @@ pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], p
         }
         BackendKind::Zookeeper => {
             for (i, ep) in endpoints.iter().enumerate() {
-                if zookeeper::four_letter(ep, "srvr").await.is_ok_and(|o| o.contains("Mode: leader")) {
+                if zookeeper::four_letter(ep, "srvr", within).await.is_ok_and(|o| o.contains("Mode: leader")) {
                     return Some(i);
                 }
             }
@@ -48,22 +50,23 @@ pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], p
 /// A server that refuses is recorded as "unknown (why)"; one that stays silent past `within`
 /// is an error, so a silent endpoint ends the run within the connect timeout instead of
 /// hanging it.
-pub async fn versions(e: &Endpoints, password: Option<&str>, within: std::time::Duration) -> Result<BTreeMap<String, String>, String> {
+pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for k in BackendKind::REAL {
         let Some(ep) = e.get(k).and_then(|s| s.endpoints.first()) else { continue };
         let ask = async {
             match k {
-                BackendKind::Etcd => etcd::version(ep, password).await,
-                BackendKind::Zookeeper => zookeeper::version(ep).await,
-                BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password).await,
-                BackendKind::Postgres => postgres::version(ep, password).await,
+                BackendKind::Etcd => etcd::version(ep, password, within).await,
+                BackendKind::Zookeeper => zookeeper::version(ep, within).await,
+                BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password, within).await,
+                BackendKind::Postgres => postgres::version(ep, password, within).await,
                 BackendKind::Memory => Err(String::new()),
             }
         };
         let silent = || format!("[{k}] {ep} accepted a connection but did not answer within {}", crate::util::fmt_duration(within));
         let v = tokio::time::timeout(within, ask).await.map_err(|_| silent())?;
-        // The probes' own bounds say "no answer": the same silence, caught a little sooner.
+        // The probes bound each exchange by the same `within` and say "no answer": the same
+        // silence, reported in the same words.
         if v.as_ref().is_err_and(|e| e.contains("no answer")) {
             return Err(silent());
         }

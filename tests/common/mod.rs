@@ -19,11 +19,36 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// PIDs of processes whose command line or working directory is under `dir`. Servers name
-/// their data directory on the command line, except those that rewrite their process title
-/// (Redis, PostgreSQL's helpers), which run with their data directory as working directory.
+/// The runtime directories (`<base>/<run>-<hex>`) that the runs under `dir` linked to from
+/// their `servers/<node>/data`; the links outlive the data, so this works after a stop too.
+pub fn runtime_dirs_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_symlink() && e.file_name() == "data" && p.parent().and_then(|n| n.parent()).is_some_and(|s| s.ends_with("servers")) {
+                if let Some(rt) = std::fs::read_link(&p).ok().and_then(|l| l.parent().and_then(|n| n.parent()).map(Path::to_path_buf)) {
+                    if !out.contains(&rt) {
+                        out.push(rt);
+                    }
+                }
+            } else if t.is_dir() && depth < 6 {
+                stack.push((p, depth + 1));
+            }
+        }
+    }
+    out
+}
+
+/// PIDs of processes whose command line or working directory is under `dir`, or under a
+/// runtime directory a run under `dir` keeps its servers' data in. Servers name their data
+/// directory on the command line, except those that rewrite their process title (Redis,
+/// PostgreSQL's helpers), which run with their data directory as working directory.
 pub fn processes_under(dir: &Path) -> Vec<(u32, String)> {
-    let needle = dir.to_string_lossy().to_string();
+    let mut needles = vec![dir.to_string_lossy().to_string()];
+    needles.extend(runtime_dirs_under(dir).iter().map(|p| p.to_string_lossy().to_string()));
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
@@ -34,7 +59,8 @@ pub fn processes_under(dir: &Path) -> Vec<(u32, String)> {
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         let cwd = std::fs::read_link(e.path().join("cwd")).map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
         // dlbench itself also names the directory; it is our child and waited for.
-        if (cmd.contains(&needle) || cwd.starts_with(&needle)) && !cmd.starts_with(env!("CARGO_BIN_EXE_dlbench")) {
+        let under = needles.iter().any(|n| cmd.contains(n.as_str()) || cwd.starts_with(n.as_str()));
+        if under && !cmd.starts_with(env!("CARGO_BIN_EXE_dlbench")) {
             out.push((pid, cmd));
         }
     }

@@ -13,8 +13,9 @@ pub struct EtcdPorts {
     pub peer_front: Option<u16>,
 }
 
-/// One spec per member; `ports[i]` are member i's client and peer ports.
-pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<NodePlan> {
+/// One spec per member; `ports[i]` are member i's client and peer ports. Data goes under
+/// `dir` (the runtime directory), the log under `logs`.
+pub fn specs(bin: &Path, dir: &Path, logs: &Path, ports: &[EtcdPorts], token: &str) -> Vec<NodePlan> {
     let advertised = |p: &EtcdPorts| p.peer_front.unwrap_or(p.peer);
     let cluster: Vec<String> =
         ports.iter().enumerate().map(|(i, p)| format!("etcd-{}=http://127.0.0.1:{}", i + 1, advertised(p))).collect();
@@ -28,7 +29,7 @@ pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<No
             let client = format!("http://127.0.0.1:{}", p.client);
             let peer = format!("http://127.0.0.1:{}", p.peer);
             let advertise_peer = format!("http://127.0.0.1:{}", advertised(p));
-            let spec = Spec::new(&name, bin, home.join("log")).args([
+            let spec = Spec::new(&name, bin, logs.join(&name).join("log")).args([
                 "--name".into(),
                 name.clone(),
                 "--data-dir".into(),
@@ -57,11 +58,10 @@ pub fn specs(bin: &Path, dir: &Path, ports: &[EtcdPorts], token: &str) -> Vec<No
         .collect()
 }
 
-/// A client of one member; as `root` when the cluster has auth on.
-async fn client(ep: &str, password: Option<&str>) -> Result<etcd_client::Client, String> {
-    let mut opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(1))
-        .with_timeout(Duration::from_secs(2));
+/// A client of one member; as `root` when the cluster has auth on. `within` bounds the
+/// connection and each request (the run's `--connect-timeout`).
+async fn client(ep: &str, password: Option<&str>, within: Duration) -> Result<etcd_client::Client, String> {
+    let mut opts = etcd_client::ConnectOptions::new().with_connect_timeout(within).with_timeout(within);
     if let Some(pw) = password {
         opts = opts.with_user("root", pw);
     }
@@ -69,8 +69,8 @@ async fn client(ep: &str, password: Option<&str>) -> Result<etcd_client::Client,
 }
 
 /// Turn auth on: a `root` user with `password`, holding the root role.
-pub async fn enable_auth(ep: &str, password: &str) -> Result<(), String> {
-    let mut c = client(ep, None).await?;
+pub async fn enable_auth(ep: &str, password: &str, within: Duration) -> Result<(), String> {
+    let mut c = client(ep, None, within).await?;
     c.user_add("root", password, None).await.map_err(|e| format!("{ep}: add user root: {e}"))?;
     c.user_grant_role("root", "root").await.map_err(|e| format!("{ep}: grant root: {e}"))?;
     c.auth_enable().await.map_err(|e| format!("{ep}: enable auth: {e}"))?;
@@ -78,10 +78,10 @@ pub async fn enable_auth(ep: &str, password: &str) -> Result<(), String> {
 }
 
 /// Healthy when every member answers `status` and all name the same leader.
-pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], password: Option<&str>, within: Duration) -> Result<(), String> {
     let mut leaders = Vec::new();
     for ep in endpoints {
-        let mut c = client(ep, password).await?;
+        let mut c = client(ep, password, within).await?;
         let st = c.status().await.map_err(|e| format!("{ep}: {e}"))?;
         if st.leader() == 0 {
             return Err(format!("{ep}: no leader yet"));
@@ -96,14 +96,14 @@ pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(),
     }
 }
 
-pub async fn version(ep: &str, password: Option<&str>) -> Result<String, String> {
-    let mut c = client(ep, password).await?;
+pub async fn version(ep: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
+    let mut c = client(ep, password, within).await?;
     Ok(c.status().await.map_err(|e| e.to_string())?.version().to_string())
 }
 
 /// The name of the member that leads, as `ep` sees it.
-pub async fn leader_name(ep: &str, password: Option<&str>) -> Result<String, String> {
-    let mut c = client(ep, password).await?;
+pub async fn leader_name(ep: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
+    let mut c = client(ep, password, within).await?;
     let leader = c.status().await.map_err(|e| e.to_string())?.leader();
     if leader == 0 {
         return Err("no leader".into());

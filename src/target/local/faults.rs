@@ -103,7 +103,7 @@ impl Faults for LocalTarget {
         let replica = nodes.iter().find(|n| n.replica).cloned().ok_or_else(|| format!("{kind} has no replica to fail over to"))?;
         let primary = nodes.iter().find(|n| !n.replica).cloned().ok_or("no primary")?;
         primary.kill();
-        redis_command(&replica.real_addr, "REPLICAOF NO ONE", self.password()).await?;
+        redis_command(&replica.real_addr, "REPLICAOF NO ONE", self.password(), self.connect_timeout()).await?;
         self.retarget(primary.index, &replica);
         Ok((node_ref(&primary), node_ref(&replica)))
     }
@@ -117,7 +117,7 @@ impl Faults for LocalTarget {
         let cmd = format!("REPLICAOF {h} {p}");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
         loop {
-            match redis_command(&self.node(old).real_addr, &cmd, self.password()).await {
+            match redis_command(&self.node(old).real_addr, &cmd, self.password(), self.connect_timeout()).await {
                 Ok(_) => return Ok(()),
                 Err(e) if std::time::Instant::now() >= deadline => return Err(e),
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,

@@ -2,8 +2,9 @@
 //!
 //! Topology: etcd x3, ZooKeeper x3 (an ensemble), Redis x1, Redis x5 for Redlock,
 //! PostgreSQL x1. Every server binds 127.0.0.1 on ports claimed for this run (see
-//! [`ports`]), keeps its data and log under `<run dir>/servers/<node>/`, and is
-//! health-checked before load starts. [`process`] guarantees each is stopped on exit,
+//! [`ports`]), keeps its data in a runtime directory every server user can enter (see
+//! [`runtime`]; linked from `<run dir>/servers/<node>/data`) and its log in
+//! `<run dir>/servers/<node>/log`, and is health-checked before load starts. [`process`] guarantees each is stopped on exit,
 //! Ctrl-C and panic. With [`TargetOptions`], client and peer links go through the
 //! nemesis's proxies, Redlock nodes run under the clock shim, and Redis gets a replica.
 
@@ -14,6 +15,7 @@ pub(crate) mod postgres;
 pub mod ports;
 pub mod process;
 pub(crate) mod redis;
+pub mod runtime;
 pub(crate) mod zookeeper;
 
 use std::collections::BTreeMap;
@@ -56,6 +58,10 @@ pub struct TargetOptions {
     /// `root` user with auth on. Never written to results.
     #[serde(skip)]
     pub password: Option<String>,
+    /// Bound on each health check, version probe and admin command (`--connect-timeout`);
+    /// `None` is the 5 s default of [`crate::connect::Timeouts`].
+    #[serde(skip)]
+    pub connect_timeout: Option<Duration>,
 }
 
 /// A node before it is started.
@@ -170,6 +176,10 @@ pub struct LocalTarget {
     /// Where each node's shared client proxy forwards (changed by a failover).
     client_backends: Vec<Option<Arc<Mutex<SocketAddr>>>>,
     password: Option<String>,
+    /// Bound on each exchange of a probe or admin command with a server.
+    connect_timeout: Duration,
+    /// The servers' data, configuration and secrets; removed at stop.
+    runtime: Option<runtime::RuntimeDir>,
     stopped: bool,
 }
 
@@ -189,14 +199,19 @@ impl LocalTarget {
     /// until each cluster is healthy. On any failure, everything started is stopped.
     pub async fn start(dir: &Path, backends: &[BackendKind], options: TargetOptions) -> Result<LocalTarget, TargetError> {
         let bins = bins::find(backends)?;
+        let run_id = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "run".into());
         let dir = dir.join("servers");
         std::fs::create_dir_all(&dir).map_err(|e| TargetError::Setup(format!("create {}: {e}", dir.display())))?;
+        // Sweeps what dead runs left, then holds this run's; dropped (removed) on any error
+        // below. The suffix keeps two targets of one run directory apart.
+        let runtime = runtime::RuntimeDir::create(&format!("{run_id}-{:04x}", rand::random::<u16>())).map_err(TargetError::Setup)?;
+        let rt = runtime.path.clone();
         let mut ports = ports::PortClaims::new();
         let io = |e: std::io::Error| TargetError::Setup(e.to_string());
         let token = format!("dlbench-{}-{}", std::process::id(), rand::random::<u32>());
         let net = options.proxies.then(Net::new);
         let shim = if options.clock_shim {
-            let s = crate::nemesis::clock::install(&dir).map_err(io)?;
+            let s = crate::nemesis::clock::install(&rt).map_err(io)?;
             if s.is_none() {
                 return Err(TargetError::Setup("clock faults need the clock shim, and this build has none (no C compiler at build time)".into()));
             }
@@ -220,7 +235,7 @@ impl LocalTarget {
                             peer_front: options.proxies.then_some(p[3 * i + 2]),
                         })
                         .collect();
-                    for (plan, pt) in etcd::specs(bins.etcd.as_ref().unwrap(), &dir, &ports, &token).into_iter().zip(&ports) {
+                    for (plan, pt) in etcd::specs(bins.etcd.as_ref().unwrap(), &rt, &dir, &ports, &token).into_iter().zip(&ports) {
                         let peers = pt.peer_front.map(|f| vec![(f, pt.peer)]).unwrap_or_default();
                         planned.push((k, plan, false, peers));
                     }
@@ -235,7 +250,7 @@ impl LocalTarget {
                             fronts: options.proxies.then_some((p[5 * i + 3], p[5 * i + 4])),
                         })
                         .collect();
-                    let plans = zookeeper::specs(bins.java.as_ref().unwrap(), bins.zookeeper_classpath.as_ref().unwrap(), &dir, &ports)
+                    let plans = zookeeper::specs(bins.java.as_ref().unwrap(), bins.zookeeper_classpath.as_ref().unwrap(), &rt, &dir, &ports)
                         .map_err(io)?;
                     for (plan, pt) in plans.into_iter().zip(&ports) {
                         let peers = pt.fronts.map(|(q, e)| vec![(q, pt.quorum), (e, pt.election)]).unwrap_or_default();
@@ -245,27 +260,27 @@ impl LocalTarget {
                 BackendKind::Redis => {
                     let p = claim(2)?;
                     let bin = bins.redis_server.as_ref().unwrap();
-                    planned.push((k, redis::spec(bin, &dir, "redis-1", p[0], None, None, pw).map_err(io)?, false, vec![]));
+                    planned.push((k, redis::spec(bin, &rt, &dir, "redis-1", p[0], None, None, pw).map_err(io)?, false, vec![]));
                     if options.redis_replica {
                         // Replicates through the primary's client proxy when there is one,
                         // so a partition can cut replication.
                         let primary = format!("127.0.0.1:{}", p[0]);
-                        planned.push((k, redis::spec(bin, &dir, "redis-2", p[1], Some(&primary), None, pw).map_err(io)?, true, vec![]));
+                        planned.push((k, redis::spec(bin, &rt, &dir, "redis-2", p[1], Some(&primary), None, pw).map_err(io)?, true, vec![]));
                     }
                 }
                 BackendKind::Redlock => {
                     let p = claim(5)?;
                     for (i, port) in p.iter().enumerate() {
                         let name = format!("redlock-{}", i + 1);
-                        let plan = redis::spec(bins.redis_server.as_ref().unwrap(), &dir, &name, *port, None, shim.as_deref(), pw).map_err(io)?;
+                        let plan = redis::spec(bins.redis_server.as_ref().unwrap(), &rt, &dir, &name, *port, None, shim.as_deref(), pw).map_err(io)?;
                         planned.push((k, plan, false, vec![]));
                     }
                 }
                 BackendKind::Postgres => {
                     let p = claim(1)?;
-                    let (initdb, pg, d) = (bins.initdb.clone().unwrap(), bins.postgres.clone().unwrap(), dir.clone());
+                    let (initdb, pg, d, logs) = (bins.initdb.clone().unwrap(), bins.postgres.clone().unwrap(), rt.clone(), dir.clone());
                     let pw = options.password.clone();
-                    let plan = tokio::task::spawn_blocking(move || postgres::prepare(&initdb, &pg, &d, p[0], pw.as_deref()))
+                    let plan = tokio::task::spawn_blocking(move || postgres::prepare(&initdb, &pg, &d, &logs, p[0], pw.as_deref()))
                         .await
                         .map_err(|e| TargetError::Setup(e.to_string()))?
                         .map_err(TargetError::Setup)?;
@@ -273,6 +288,16 @@ impl LocalTarget {
                 }
                 BackendKind::Memory => {}
             }
+        }
+
+        // The run directory keeps each node's log and a link to its data (left dangling at
+        // stop, as the record of where the data was).
+        for (_, plan, _, _) in &planned {
+            let home = dir.join(&plan.spec.name);
+            std::fs::create_dir_all(&home).map_err(io)?;
+            let link = home.join("data");
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&plan.data, &link).map_err(|e| TargetError::Setup(format!("link {}: {e}", link.display())))?;
         }
 
         // Proxies: one per node for clients, plus the peer proxies.
@@ -330,6 +355,8 @@ impl LocalTarget {
             net,
             client_backends,
             password: options.password.clone(),
+            runtime: Some(runtime),
+            connect_timeout: options.connect_timeout.unwrap_or(crate::connect::Timeouts::default().connect),
             options,
             stopped: false,
         };
@@ -339,16 +366,17 @@ impl LocalTarget {
         let kinds: Vec<BackendKind> = backends.iter().copied().filter(|k| *k != BackendKind::Memory).collect();
         // etcd's auth is switched on once the cluster runs; until then it answers without.
         let pw = target.password.clone();
+        let within = target.connect_timeout;
         let checks = kinds.iter().map(|&k| {
             let nodes = target.nodes_of(k);
             let pw = if k == BackendKind::Etcd { None } else { pw.clone() };
-            async move { wait_healthy(k, &nodes, pw.as_deref()).await }
+            async move { wait_healthy(k, &nodes, pw.as_deref(), within).await }
         });
         for r in futures::future::join_all(checks).await {
             r?;
         }
         if let (Some(pw), Some(n)) = (&pw, target.nodes.iter().find(|n| n.backend == BackendKind::Etcd)) {
-            etcd::enable_auth(&n.real_addr, pw).await.map_err(|e| TargetError::Unhealthy { backend: BackendKind::Etcd, detail: e })?;
+            etcd::enable_auth(&n.real_addr, pw, within).await.map_err(|e| TargetError::Unhealthy { backend: BackendKind::Etcd, detail: e })?;
         }
         for k in kinds {
             target.endpoints.set(k, target.section(k, |n| n.client_addr.clone()));
@@ -432,7 +460,12 @@ impl LocalTarget {
     /// Wait until `kind`'s running cluster is healthy.
     pub async fn wait_healthy(&self, kind: BackendKind) -> Result<(), TargetError> {
         let nodes = self.nodes_of(kind);
-        wait_healthy(kind, &nodes, self.password.as_deref()).await
+        wait_healthy(kind, &nodes, self.password.as_deref(), self.connect_timeout).await
+    }
+
+    /// Bound on each exchange of a probe or admin command with a server.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper), if any answers.
@@ -441,7 +474,7 @@ impl LocalTarget {
         match kind {
             BackendKind::Etcd => {
                 for n in &nodes {
-                    if let Ok(name) = etcd::leader_name(&n.real_addr, self.password.as_deref()).await {
+                    if let Ok(name) = etcd::leader_name(&n.real_addr, self.password.as_deref(), self.connect_timeout).await {
                         return self.nodes.iter().find(|x| x.name == name).cloned();
                     }
                 }
@@ -449,7 +482,7 @@ impl LocalTarget {
             }
             BackendKind::Zookeeper => {
                 for n in &nodes {
-                    if zookeeper::four_letter(&n.real_addr, "srvr").await.is_ok_and(|o| o.contains("Mode: leader")) {
+                    if zookeeper::four_letter(&n.real_addr, "srvr", self.connect_timeout).await.is_ok_and(|o| o.contains("Mode: leader")) {
                         return Some(n.clone());
                     }
                 }
@@ -462,12 +495,12 @@ impl LocalTarget {
     /// Each server's version, as the server reports it.
     pub async fn versions(&self) -> BTreeMap<String, String> {
         // Our own servers, already health-checked: a silent one is recorded, not fatal.
-        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref(), Duration::from_secs(10))
+        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref(), self.connect_timeout)
             .await
             .unwrap_or_else(|e| BTreeMap::from([("error".to_string(), e)]))
     }
 
-    /// Stop every server, then remove their data (logs stay).
+    /// Stop every server, then remove their data, configuration and secrets (logs stay).
     pub fn stop(&mut self) {
         if self.stopped {
             return;
@@ -481,8 +514,10 @@ impl LocalTarget {
                 s.spawn(|| n.stop(Duration::from_secs(5)));
             }
         });
-        for n in &self.nodes {
-            let _ = std::fs::remove_dir_all(&n.data);
+        // The whole runtime directory goes: data, Redis's auth.conf, sockets, the shim.
+        // The `data` links stay, dangling: they record where the data was.
+        if let Some(mut rt) = self.runtime.take() {
+            rt.remove();
         }
     }
 }
@@ -494,15 +529,15 @@ impl Drop for LocalTarget {
 }
 
 /// Send one command to a Redis server (admin actions of the nemesis).
-pub async fn redis_command(ep: &str, cmd: &str, password: Option<&str>) -> Result<String, String> {
-    let reply = redis::command_auth(ep, cmd, password).await?;
+pub async fn redis_command(ep: &str, cmd: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
+    let reply = redis::command_auth(ep, cmd, password, within).await?;
     if reply.starts_with('-') {
         return Err(format!("{ep}: {cmd}: {}", reply.trim()));
     }
     Ok(reply)
 }
 
-async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&str>) -> Result<(), TargetError> {
+async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&str>, within: Duration) -> Result<(), TargetError> {
     let eps: Vec<String> = nodes.iter().filter(|n| !n.replica).map(|n| n.real_addr.clone()).collect();
     let started = Instant::now();
     loop {
@@ -514,10 +549,10 @@ async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&
                 });
             }
         }
-        let mut r = crate::target::probe::healthy(kind, &eps, password).await;
+        let mut r = crate::target::probe::healthy(kind, &eps, password, within).await;
         for n in nodes.iter().filter(|n| n.replica) {
             if r.is_ok() {
-                r = redis::replica_linked(&n.real_addr, password).await;
+                r = redis::replica_linked(&n.real_addr, password, within).await;
             }
         }
         let last = match r {

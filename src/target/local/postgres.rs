@@ -1,5 +1,6 @@
-//! PostgreSQL x1: initdb into the run directory, then the server, as the `postgres` user
-//! when dlbench runs as root (PostgreSQL refuses to run as root).
+//! PostgreSQL x1: initdb into the runtime directory, then the server, as the `postgres` user
+//! when dlbench runs as root (PostgreSQL refuses to run as root). The log is opened by
+//! dlbench and handed over as stdout/stderr, so it can stay in a private `--out`.
 
 use std::path::Path;
 use std::process::Command;
@@ -37,7 +38,7 @@ fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 
 /// Run initdb (synchronously) and return the server's spec. With a password, the
 /// `postgres` user needs it (SCRAM); without, loopback connections are trusted.
-pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16, password: Option<&str>) -> Result<NodePlan, String> {
+pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, logs: &Path, port: u16, password: Option<&str>) -> Result<NodePlan, String> {
     let home = dir.join("postgres-1");
     let data = home.join("data");
     std::fs::create_dir_all(&home).map_err(|e| format!("create {}: {e}", home.display()))?;
@@ -71,11 +72,12 @@ pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, port: u16, password: 
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim();
         return Err(format!(
-            "initdb failed in {} ({last}); if the postgres user cannot reach that directory, choose --out under a world-readable path",
-            data.display()
+            "initdb failed in {} ({last}); if the postgres user cannot reach that directory, set {} to a directory every user may pass through",
+            data.display(),
+            super::runtime::ENV
         ));
     }
-    let mut spec = Spec::new("postgres-1", postgres, home.join("log")).args([
+    let mut spec = Spec::new("postgres-1", postgres, logs.join("postgres-1").join("log")).args([
         "-D".to_string(),
         data.display().to_string(),
         "-p".into(),
@@ -109,7 +111,7 @@ fn options(ep: &str, password: Option<&str>) -> sqlx::postgres::PgConnectOptions
     }
 }
 
-pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], password: Option<&str>, within: Duration) -> Result<(), String> {
     use sqlx::ConnectOptions;
     for ep in endpoints {
         let fut = async {
@@ -117,13 +119,16 @@ pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(),
             sqlx::query("SELECT 1").execute(&mut c).await.map_err(|e| format!("{ep}: {e}"))?;
             Ok::<_, String>(())
         };
-        tokio::time::timeout(Duration::from_secs(3), fut).await.map_err(|_| format!("{ep}: no answer"))??;
+        tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer"))??;
     }
     Ok(())
 }
 
-pub async fn version(ep: &str, password: Option<&str>) -> Result<String, String> {
+pub async fn version(ep: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
     use sqlx::ConnectOptions;
-    let mut c = options(ep, password).connect().await.map_err(|e| e.to_string())?;
-    sqlx::query_scalar::<_, String>("SHOW server_version").fetch_one(&mut c).await.map_err(|e| e.to_string())
+    let fut = async {
+        let mut c = options(ep, password).connect().await.map_err(|e| e.to_string())?;
+        sqlx::query_scalar::<_, String>("SHOW server_version").fetch_one(&mut c).await.map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer"))?
 }

@@ -12,9 +12,13 @@ use super::NodePlan;
 /// Redlock hazard scenario S4 is about.
 /// `replica_of`: the primary's address, for a replica. `shim`: run under the clock shim.
 /// `password`: require it (written to a private config file, never on the command line).
+/// Data and the config file go under `dir` (the runtime directory, removed at stop), the
+/// log under `logs`.
+#[allow(clippy::too_many_arguments)]
 pub fn spec(
     bin: &Path,
     dir: &Path,
+    logs: &Path,
     name: &str,
     port: u16,
     replica_of: Option<&str>,
@@ -24,7 +28,7 @@ pub fn spec(
     let home = dir.join(name);
     let data = home.join("data");
     std::fs::create_dir_all(&data)?;
-    let mut spec = Spec::new(name, bin, home.join("log"));
+    let mut spec = Spec::new(name, bin, logs.join(name).join("log"));
     if let Some(pw) = password {
         // The config file must come first on redis-server's command line.
         let conf = home.join("auth.conf");
@@ -78,7 +82,8 @@ async fn reply(s: &mut tokio::net::TcpStream) -> std::io::Result<String> {
 
 /// Send one command (inline protocol), authenticating first when a password is given,
 /// and return the raw reply. The password never appears in an error.
-pub async fn command_auth(ep: &str, cmd: &str, password: Option<&str>) -> Result<String, String> {
+/// `within` bounds the whole exchange (the run's `--connect-timeout`).
+pub async fn command_auth(ep: &str, cmd: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
     let fut = async {
         let mut s = tokio::net::TcpStream::connect(ep).await.map_err(|e| format!("{ep}: {e}"))?;
         if let Some(pw) = password {
@@ -92,11 +97,11 @@ pub async fn command_auth(ep: &str, cmd: &str, password: Option<&str>) -> Result
         s.write_all(format!("{cmd}\r\n").as_bytes()).await.map_err(|e| format!("{ep}: {e}"))?;
         reply(&mut s).await.map_err(|e| format!("{ep}: {e}"))
     };
-    tokio::time::timeout(Duration::from_secs(2), fut).await.map_err(|_| format!("{ep}: no answer to {cmd}"))?
+    tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer to {cmd}"))?
 }
 
-pub async fn ping(ep: &str, password: Option<&str>) -> Result<(), String> {
-    let r = command_auth(ep, "PING", password).await?;
+pub async fn ping(ep: &str, password: Option<&str>, within: Duration) -> Result<(), String> {
+    let r = command_auth(ep, "PING", password, within).await?;
     if r.starts_with("+PONG") {
         Ok(())
     } else {
@@ -104,16 +109,16 @@ pub async fn ping(ep: &str, password: Option<&str>) -> Result<(), String> {
     }
 }
 
-pub async fn healthy(endpoints: &[String], password: Option<&str>) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], password: Option<&str>, within: Duration) -> Result<(), String> {
     for ep in endpoints {
-        ping(ep, password).await?;
+        ping(ep, password, within).await?;
     }
     Ok(())
 }
 
 /// A replica is healthy once its link to the primary is up.
-pub async fn replica_linked(ep: &str, password: Option<&str>) -> Result<(), String> {
-    let info = command_auth(ep, "INFO replication", password).await?;
+pub async fn replica_linked(ep: &str, password: Option<&str>, within: Duration) -> Result<(), String> {
+    let info = command_auth(ep, "INFO replication", password, within).await?;
     if info.contains("master_link_status:up") || info.contains("role:master") {
         Ok(())
     } else {
@@ -121,8 +126,8 @@ pub async fn replica_linked(ep: &str, password: Option<&str>) -> Result<(), Stri
     }
 }
 
-pub async fn version(ep: &str, password: Option<&str>) -> Result<String, String> {
-    let text = command_auth(ep, "INFO server", password).await?;
+pub async fn version(ep: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
+    let text = command_auth(ep, "INFO server", password, within).await?;
     text.lines()
         .find_map(|l| l.strip_prefix("redis_version:"))
         .map(|v| v.trim().to_string())

@@ -37,7 +37,8 @@ fn config(data: &Path, me: usize, all: &[ZkPorts]) -> String {
     cfg
 }
 
-pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std::io::Result<Vec<NodePlan>> {
+/// Data and configuration go under `dir` (the runtime directory), logs under `logs`.
+pub fn specs(java: &Path, classpath: &str, dir: &Path, logs: &Path, ports: &[ZkPorts]) -> std::io::Result<Vec<NodePlan>> {
     let mut out = Vec::new();
     for (i, p) in ports.iter().enumerate() {
         let name = format!("zookeeper-{}", i + 1);
@@ -47,12 +48,13 @@ pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std
         std::fs::write(data.join("myid"), format!("{}\n", i + 1))?;
         let cfg_path = home.join("zoo.cfg");
         std::fs::write(&cfg_path, config(&data, i, ports))?;
-        let spec = Spec::new(&name, java, home.join("log")).args([
+        let log_dir = logs.join(&name);
+        let spec = Spec::new(&name, java, log_dir.join("log")).args([
             "-Xmx256m".to_string(),
             "-XX:+UseSerialGC".into(),
             "-XX:-UsePerfData".into(),
             "-Dzookeeper.admin.enableServer=false".into(),
-            format!("-Dzookeeper.log.dir={}", home.display()),
+            format!("-Dzookeeper.log.dir={}", log_dir.display()),
             "-cp".into(),
             classpath.to_string(),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
@@ -64,7 +66,8 @@ pub fn specs(java: &Path, classpath: &str, dir: &Path, ports: &[ZkPorts]) -> std
 }
 
 /// Send a four-letter word and read the whole answer.
-pub async fn four_letter(ep: &str, word: &str) -> Result<String, String> {
+/// `within` bounds the whole exchange (the run's `--connect-timeout`).
+pub async fn four_letter(ep: &str, word: &str, within: Duration) -> Result<String, String> {
     let fut = async {
         let mut s = tokio::net::TcpStream::connect(ep).await.map_err(|e| format!("{ep}: {e}"))?;
         s.write_all(word.as_bytes()).await.map_err(|e| format!("{ep}: {e}"))?;
@@ -72,14 +75,14 @@ pub async fn four_letter(ep: &str, word: &str) -> Result<String, String> {
         s.read_to_string(&mut out).await.map_err(|e| format!("{ep}: {e}"))?;
         Ok::<_, String>(out)
     };
-    tokio::time::timeout(Duration::from_secs(2), fut).await.map_err(|_| format!("{ep}: no answer to {word}"))?
+    tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer to {word}"))?
 }
 
 /// Healthy when every member serves and reports a role (a quorum formed).
-pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
+pub async fn healthy(endpoints: &[String], within: Duration) -> Result<(), String> {
     let mut leaders = 0;
     for ep in endpoints {
-        let out = four_letter(ep, "srvr").await?;
+        let out = four_letter(ep, "srvr", within).await?;
         if out.contains("Mode: leader") {
             leaders += 1;
         } else if !out.contains("Mode: follower") {
@@ -93,8 +96,8 @@ pub async fn healthy(endpoints: &[String]) -> Result<(), String> {
     }
 }
 
-pub async fn version(ep: &str) -> Result<String, String> {
-    let out = four_letter(ep, "srvr").await?;
+pub async fn version(ep: &str, within: Duration) -> Result<String, String> {
+    let out = four_letter(ep, "srvr", within).await?;
     let v = out
         .lines()
         .find_map(|l| l.strip_prefix("Zookeeper version:"))
