@@ -8,7 +8,7 @@ runs=target/baseline-runs
 cargo run --release -- run --seed 1 --out "$runs"
 rm -rf results/baseline
 mkdir -p results/baseline
-for f in summary.json summary.md plan.json checks.json; do
+for f in summary.json summary.md plan.json checks.json resources.jsonl; do
     cp "$runs/latest/$f" results/baseline/
 done
 cp -r "$runs/latest/plots" "$runs/latest/hdr" results/baseline/

@@ -118,7 +118,11 @@ pub fn summarise(samples: &[Sample]) -> ResourceSummary {
 /// One line for the terminal.
 pub fn line(r: &ResourceSummary) -> String {
     let servers: f64 = r.servers_mb.values().map(|t| t.peak).sum();
-    let growth = r.harness_rss_mb.growth_pct_per_hour.map(|g| format!(", {g:+.1}%/h after {:.0}s", r.warmup_s)).unwrap_or_default();
+    // A slope over a minute, scaled to an hour, says nothing: only long runs show a trend.
+    let growth = match r.harness_rss_mb.growth_pct_per_hour {
+        Some(g) if r.seconds >= 600.0 => format!(", {g:+.1}%/h after {:.0}s", r.warmup_s),
+        _ => " (run too short for a growth trend)".to_string(),
+    };
     format!(
         "resources: dlbench {:.0} MiB peak{growth}, {:.0}-{:.0} open files; servers {:.0} MiB at their peaks ({} nodes); {} samples in resources.jsonl",
         r.harness_rss_mb.peak,
