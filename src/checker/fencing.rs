@@ -21,7 +21,6 @@ use std::collections::HashMap;
 use super::lost_update::Replay;
 use super::stream::{Context, Item, Stamped};
 use super::{CheckResult, Evidence, OpRef, Outcome, Validity, MAX_EVIDENCE};
-use crate::history::Op;
 
 pub struct Fencing {
     declared_without: bool,
@@ -76,15 +75,7 @@ impl Fencing {
             }
             Item::Section(sec) => {
                 let Some(t) = sec.token else { return };
-                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or(OpRef {
-                    p: sec.p,
-                    f: Op::Acquire,
-                    key: sec.key,
-                    invoke_ns: sec.enter,
-                    complete_ns: Some(sec.enter),
-                    outcome: Outcome::Ok,
-                    token: sec.token,
-                });
+                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or_else(|| sec.stand_in());
                 match self.max_entered.get(&sec.key).cloned() {
                     Some((m, prev)) if t <= m => {
                         if !sec.lease_lost {

@@ -13,7 +13,6 @@ use std::collections::{BinaryHeap, HashMap};
 
 use super::stream::{Context, Item, SectionItem, Stamped};
 use super::{CheckResult, Evidence, OpRef, Outcome, Validity, MAX_EVIDENCE};
-use crate::history::Op;
 
 /// A section whose read or write is still to be replayed.
 struct Pending {
@@ -102,15 +101,7 @@ impl Replay {
             }
             Item::Section(sec) => {
                 self.sections += 1;
-                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or(OpRef {
-                    p: sec.p,
-                    f: Op::Acquire,
-                    key: sec.key,
-                    invoke_ns: sec.enter,
-                    complete_ns: Some(sec.enter),
-                    outcome: Outcome::Ok,
-                    token: sec.token,
-                });
+                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or_else(|| sec.stand_in());
                 let k = self.keys.entry(sec.key).or_insert_with(|| KeyReplay { next: 1, ..Default::default() });
                 if let Some(q) = sec.read_seq {
                     k.heap.push(Reverse((q, false, s.serial)));
@@ -142,15 +133,11 @@ impl Replay {
                 p.plain_read = Some(k.plain.value);
                 // The fenced register: refuse a token below the highest admitted, or equal to
                 // it from another section.
-                let admit = match (p.sec.token, k.max_token) {
-                    (None, _) => true,
-                    (Some(t), Some((m, by))) if t < m || (t == m && by != p.order) => {
+                let admit = match admit(p.sec.token, p.order, &mut k.max_token) {
+                    Ok(()) => true,
+                    Err(by) => {
                         refuse(p, by, &mut self.refused, &mut self.refused_evidence, &mut self.legit, &mut self.legit_evidence);
                         false
-                    }
-                    (Some(t), _) => {
-                        k.max_token = Some((t, p.order));
-                        true
                     }
                 };
                 if admit {
@@ -173,15 +160,11 @@ impl Replay {
                 k.plain.last = Some((p.sec.p, p.op.clone()));
             }
             if let Some(read) = p.fenced_read {
-                let admit = match (p.sec.token, k.max_token) {
-                    (None, _) => true,
-                    (Some(t), Some((m, by))) if t < m || (t == m && by != p.order) => {
+                let admit = match admit(p.sec.token, p.order, &mut k.max_token) {
+                    Ok(()) => true,
+                    Err(by) => {
                         refuse(p, by, &mut self.refused, &mut self.refused_evidence, &mut self.legit, &mut self.legit_evidence);
                         false
-                    }
-                    (Some(t), _) => {
-                        k.max_token = Some((t, p.order));
-                        true
                     }
                 };
                 if admit {
@@ -204,6 +187,20 @@ impl Replay {
         let keys: Vec<u32> = self.keys.keys().copied().collect();
         for k in keys {
             self.advance(k, true);
+        }
+    }
+}
+
+/// The fenced register's rule: refuse a token below the highest admitted, or equal to it
+/// from another section (`Err` names the section that set the maximum); admit otherwise,
+/// raising the maximum. A section without a token is admitted.
+fn admit(token: Option<u64>, order: (u64, u64), max_token: &mut Option<(u64, (u64, u64))>) -> Result<(), (u64, u64)> {
+    match (token, *max_token) {
+        (None, _) => Ok(()),
+        (Some(t), Some((m, by))) if t < m || (t == m && by != order) => Err(by),
+        (Some(t), _) => {
+            *max_token = Some((t, order));
+            Ok(())
         }
     }
 }

@@ -22,7 +22,6 @@ use std::collections::HashMap;
 
 use super::stream::{Context, Item, Latest2, Stamped};
 use super::{CheckResult, Evidence, OpRecord, OpRef, Outcome, Validity, MAX_EVIDENCE};
-use crate::history::Op;
 
 #[derive(Debug, Clone)]
 struct Hold {
@@ -48,10 +47,6 @@ pub struct Mutex {
     clashes: u64,
     open_holds: Latest2,
     open_unknown: Latest2,
-}
-
-fn synthetic(p: u64, key: u32, at: u64, token: Option<u64>) -> OpRef {
-    OpRef { p, f: Op::Acquire, key, invoke_ns: at, complete_ns: Some(at), outcome: Outcome::Ok, token }
 }
 
 impl Mutex {
@@ -140,7 +135,7 @@ impl Mutex {
                 self.hold(op.key, Hold { start: *start, end: *end, op: op.as_ref() });
             }
             Item::Section(sec) if self.from_sections => {
-                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or_else(|| synthetic(sec.p, sec.key, sec.enter, sec.token));
+                let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or_else(|| sec.stand_in());
                 self.hold(sec.key, Hold { start: sec.enter, end: sec.exit, op });
             }
             _ => {}

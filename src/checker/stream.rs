@@ -26,7 +26,7 @@ use std::io::{Read, Write};
 use extsort::{ExternalSorter, Sortable};
 
 use super::ops::{Fault, Skipped};
-use super::{availability, contention, fencing, lost_update, mutex, CheckResult, OpRecord, Outcome, SegmentVerdict, Validity};
+use super::{availability, contention, fencing, lost_update, mutex, CheckResult, OpRecord, OpRef, Outcome, SegmentVerdict, Validity};
 use crate::history::{Meta, Op, Record};
 
 /// Items the sort keeps in memory before it spills a sorted segment to disk (about 100 bytes
@@ -45,6 +45,14 @@ pub struct SectionItem {
     pub read: Option<u64>,
     pub write_seq: Option<u64>,
     pub lease_lost: bool,
+}
+
+impl SectionItem {
+    /// The operation to name for this section when its `ok` acquire is not in the history
+    /// (a hand-made or cut history): an acquire granted at the moment it entered.
+    pub fn stand_in(&self) -> OpRef {
+        OpRef { p: self.p, f: Op::Acquire, key: self.key, invoke_ns: self.enter, complete_ns: Some(self.enter), outcome: Outcome::Ok, token: self.token }
+    }
 }
 
 /// One thing the sweep sees, at the time it starts.
