@@ -150,7 +150,7 @@ struct SoakArgs {
     #[arg(long)]
     endpoints: Option<PathBuf>,
     /// The compose project holding the services.
-    #[arg(long, default_value = crate::target::compose::DEFAULT_PROJECT)]
+    #[arg(long, default_value = crate::cluster::compose::DEFAULT_PROJECT)]
     compose_project: String,
     /// Bound on reaching each endpoint and on each client's connection.
     #[arg(long, value_parser = duration, default_value = "5s")]
@@ -299,7 +299,7 @@ struct RunArgs {
     #[arg(long)]
     endpoints: Option<PathBuf>,
     /// The compose project holding the services.
-    #[arg(long, default_value = crate::target::compose::DEFAULT_PROJECT)]
+    #[arg(long, default_value = crate::cluster::compose::DEFAULT_PROJECT)]
     compose_project: String,
     /// Let an external target's endpoints be off this machine (by default only loopback).
     #[arg(long)]
@@ -469,7 +469,7 @@ fn install_signals(cancel: CancellationToken) {
                 eprintln!("\ndlbench: stopping (again to stop at once)");
                 cancel.cancel();
             } else {
-                crate::target::local::process::kill_all_now();
+                crate::cluster::local::process::kill_all_now();
                 std::process::exit(130);
             }
         }
@@ -494,7 +494,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
                 None => None,
             };
-            let opts = crate::target::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password, connect_timeout: None };
+            let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password, connect_timeout: None };
             crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
         }
         Command::Check(a) => check(a),

@@ -3,7 +3,7 @@
 //! The flow of a run, and the module that owns each step:
 //!
 //! - [`cli`] parses flags into one validated plan ([`run::RunPlan`]); `main` is a thin shell.
-//! - [`target`] starts the servers: [`target::local`] runs real etcd, ZooKeeper, Redis and
+//! - [`cluster`] starts the servers of a target: [`cluster::local`] runs real etcd, ZooKeeper, Redis and
 //!   PostgreSQL processes from the machine's packages, on loopback, and guarantees they stop.
 //! - [`connect`] turns an [`endpoints`] file (or the local target's endpoints) into a
 //!   connected backend from the `backends/` crates, all behind `dlbench_core::Backend`.
@@ -20,6 +20,7 @@
 pub mod calibrate;
 pub mod checker;
 pub mod cli;
+pub mod cluster;
 pub mod compare;
 pub mod connect;
 pub mod driver;
@@ -39,7 +40,6 @@ pub mod soak;
 pub mod stats;
 pub mod summary;
 pub mod synthetic;
-pub mod target;
 pub mod up;
 pub mod util;
 pub mod verdict;

@@ -19,9 +19,9 @@ use crate::progress::PhaseProgress;
 use crate::results::RunDir;
 use crate::summary::{self, BackendSummary, Summary};
 use crate::endpoints::Endpoints;
-use crate::target::compose::ComposeTarget;
-use crate::target::external::ExternalTarget;
-use crate::target::local::{bins, LocalTarget, TargetOptions};
+use crate::cluster::compose::ComposeTarget;
+use crate::cluster::external::ExternalTarget;
+use crate::cluster::local::{bins, LocalTarget, TargetOptions};
 use crate::verdict::FencingMode;
 use crate::workload::Workload;
 
@@ -111,7 +111,7 @@ impl Running {
     async fn versions(&self, within: Duration) -> Result<std::collections::BTreeMap<String, String>, String> {
         match self {
             Running::Local(t) => Ok(t.versions().await),
-            Running::Compose(t) => crate::target::probe::versions(t.endpoints(), None, within).await,
+            Running::Compose(t) => crate::cluster::probe::versions(t.endpoints(), None, within).await,
             Running::External(t) => t.versions(within).await,
         }
     }
@@ -243,7 +243,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         eprintln!("dlbench: seed {seed} (repeat the run with --seed {seed})");
     }
     // Sampled from the start, so the servers' start-up and the first phase's warm-up are seen.
-    let sampler = crate::resources::Sampler::start(dir.path.join("resources.jsonl"), crate::target::local::process::live_processes)
+    let sampler = crate::resources::Sampler::start(dir.path.join("resources.jsonl"), crate::cluster::local::process::live_processes)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.path.join("resources.jsonl").display()))?;
     let history_path = dir.path.join("history.jsonl");
     let history = if plan.history_on() { Some(HistoryWriter::create(&history_path)?) } else { None };

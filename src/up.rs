@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::kind::BackendKind;
 use crate::results::RunDir;
-use crate::target::local::{bins, LocalTarget, TargetOptions};
+use crate::cluster::local::{bins, LocalTarget, TargetOptions};
 use crate::util::write_atomic;
 
 pub async fn up(

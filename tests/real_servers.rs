@@ -133,7 +133,7 @@ mod interop {
 mod redlock_faults {
     use super::*;
     use dlbench::connect::{self, Timeouts};
-    use dlbench::target::local::LocalTarget;
+    use dlbench::cluster::local::LocalTarget;
     use dlbench_core::{AcquireOptions, LockError};
     use std::time::Instant;
 

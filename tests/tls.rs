@@ -13,9 +13,9 @@ use std::time::Duration;
 use dlbench::connect::{self, Timeouts};
 use dlbench::endpoints::{Endpoints, Section, Tls};
 use dlbench::kind::BackendKind;
-use dlbench::target::local::ports::PortClaims;
-use dlbench::target::local::process::{Process, Spec};
-use dlbench::target::local::LocalTarget;
+use dlbench::cluster::local::ports::PortClaims;
+use dlbench::cluster::local::process::{Process, Spec};
+use dlbench::cluster::local::LocalTarget;
 use dlbench_core::{AcquireOptions, Backend};
 
 struct Pki {

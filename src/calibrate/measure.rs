@@ -112,7 +112,7 @@ pub fn pgbench_script() -> String {
 /// `pgbench -f` with the lock cycle script, `clients` connections, for `secs`; cycles/s.
 pub async fn pgbench(endpoint: &str, clients: usize, secs: Duration, script: &std::path::Path, password: Option<&str>) -> anyhow::Result<f64> {
     let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| anyhow::anyhow!("bad endpoint {endpoint}"))?;
-    let bin = crate::target::local::bins::find_pg("pgbench").ok_or_else(|| anyhow::anyhow!("pgbench not found (Debian package postgresql)"))?;
+    let bin = crate::cluster::local::bins::find_pg("pgbench").ok_or_else(|| anyhow::anyhow!("pgbench not found (Debian package postgresql)"))?;
     let mut cmd = tokio::process::Command::new(bin);
     cmd.args(["-h", host, "-p", port, "-U", "postgres", "-n", "-M", "prepared", "-c", &clients.to_string(), "-j", "2"])
         .args(["-T", &secs.as_secs().max(1).to_string(), "-f"])

@@ -25,7 +25,7 @@ use crate::connect::{self, Timeouts};
 use crate::kind::BackendKind;
 use crate::results::RunDir;
 use crate::summary::Summary;
-use crate::target::local::{bins, LocalTarget};
+use crate::cluster::local::{bins, LocalTarget};
 use crate::verdict::FencingMode;
 
 pub struct CalibrateArgs {

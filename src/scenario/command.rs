@@ -14,7 +14,7 @@ use crate::kind::{self, BackendKind};
 use crate::results::RunDir;
 use crate::run::{attach, check_history, names};
 use crate::summary::{BackendSummary, Summary};
-use crate::target::local::{bins, LocalTarget};
+use crate::cluster::local::{bins, LocalTarget};
 use crate::verdict::{Availability, FencingMode};
 
 pub struct ScenarioArgs {

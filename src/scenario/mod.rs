@@ -23,7 +23,7 @@ use crate::history::HistoryWriter;
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultSpec, Nemesis};
 use crate::stats::Totals;
-use crate::target::local::{LocalTarget, TargetOptions};
+use crate::cluster::local::{LocalTarget, TargetOptions};
 use crate::verdict::{Availability, WEAK_EXPOSURE};
 use crate::workload::Workload;
 use scripts::{Ctx, Forget, Observed, Stall};

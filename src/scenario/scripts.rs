@@ -15,7 +15,7 @@ use crate::history::{HistoryWriter, Meta, Record};
 use crate::kind::BackendKind;
 use crate::nemesis::{clock, FaultKind, FaultSpec, Nemesis, NemesisEvent, Targeting};
 use crate::stats::Recorder;
-use crate::target::local::{LocalTarget, Node};
+use crate::cluster::local::{LocalTarget, Node};
 
 /// What a script measured.
 #[derive(Clone)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use dlbench::connect::{self, Timeouts};
 use dlbench::endpoints::{Endpoints, Section};
 use dlbench::kind::BackendKind;
-use dlbench::target::local::LocalTarget;
+use dlbench::cluster::local::LocalTarget;
 use dlbench_core::{Backend, LockError};
 
 static TARGET: Mutex<Option<LocalTarget>> = Mutex::new(None);

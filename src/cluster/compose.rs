@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use crate::endpoints::{Endpoints, Section};
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, Faults, NodeRef};
-use crate::target::probe;
+use crate::cluster::probe;
 
 /// The compose project dlbench looks for (docker-compose.yml's .env sets it).
 pub const DEFAULT_PROJECT: &str = "dlbench";

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::endpoints::{Endpoints, FaultCommands};
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, Faults, NodeRef};
-use crate::target::probe;
+use crate::cluster::probe;
 
 pub struct ExternalTarget {
     endpoints: Endpoints,

@@ -495,7 +495,7 @@ impl LocalTarget {
     /// Each server's version, as the server reports it.
     pub async fn versions(&self) -> BTreeMap<String, String> {
         // Our own servers, already health-checked: a silent one is recorded, not fatal.
-        crate::target::probe::versions(&self.direct_endpoints(), self.password.as_deref(), self.connect_timeout)
+        crate::cluster::probe::versions(&self.direct_endpoints(), self.password.as_deref(), self.connect_timeout)
             .await
             .unwrap_or_else(|e| BTreeMap::from([("error".to_string(), e)]))
     }
@@ -549,7 +549,7 @@ async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&
                 });
             }
         }
-        let mut r = crate::target::probe::healthy(kind, &eps, password, within).await;
+        let mut r = crate::cluster::probe::healthy(kind, &eps, password, within).await;
         for n in nodes.iter().filter(|n| n.replica) {
             if r.is_ok() {
                 r = redis::replica_linked(&n.real_addr, password, within).await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::endpoints::Endpoints;
 use crate::kind::BackendKind;
-use crate::target::local::{etcd, postgres, redis, zookeeper};
+use crate::cluster::local::{etcd, postgres, redis, zookeeper};
 
 /// Healthy when every endpoint of `kind` answers as a member of a working cluster.
 /// `password` is the cluster's, when it has auth on (etcd's root, Redis, PostgreSQL's

@@ -1,4 +1,5 @@
-//! Targets: where the servers run.
+//! Clusters: where the servers of a target run. (Not `target/`: that is Cargo's build
+//! directory, and tools that skip build outputs would skip this code too.)
 //!
 //! - [`local`], the embedded default: dlbench starts real server processes itself.
 //! - [`compose`]: the services of `docker-compose.yml`, found through Docker.
