@@ -523,7 +523,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Calibrate(a) => {
             install_signals(cancel.clone());
             let args = crate::calibrate::CalibrateArgs { connections: a.connections, seconds: a.seconds, out: a.out };
-            crate::calibrate::command(args, cancel).await
+            let done = crate::calibrate::command(args, cancel).await?;
+            // Rendering is the command line's: calibrate measures and writes summary.json.
+            if let Err(e) = crate::report::render(&done.run_dir) {
+                eprintln!("dlbench: the report could not be written: {e:#}");
+            }
+            println!("{}", crate::report::text::calibration_markdown(&done.calibration));
+            println!("results: {}", done.run_dir.join("summary.json").display());
+            Ok(done.code)
         }
         Command::Scenario(a) => {
             install_signals(cancel.clone());

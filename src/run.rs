@@ -352,9 +352,9 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     if let Err(e) = crate::report::render(&dir.path) {
         eprintln!("dlbench: the report could not be written: {e:#}");
     }
-    println!("{}", summary::table(&summary));
+    println!("{}", crate::report::text::table(&summary));
     if summary.faults_applied() {
-        println!("{}", summary::ap_cp_table(&summary));
+        println!("{}", crate::report::text::ap_cp_table(&summary));
     } else if !plan.nemesis.is_empty() {
         println!("No fault was applied (every one was skipped): no AP / CP class can be observed.\n");
     }

@@ -18,13 +18,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::{self, Timeouts};
 use crate::kind::BackendKind;
 use crate::results::RunDir;
 use crate::summary::Summary;
+pub use crate::summary::calibration::{Calibration, Efficiency, PrimitiveCost, SideBySide};
 use crate::cluster::local::{bins, LocalTarget};
 use crate::verdict::FencingMode;
 
@@ -34,58 +34,15 @@ pub struct CalibrateArgs {
     pub out: PathBuf,
 }
 
-/// `summary.json`'s `calibration` section.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Calibration {
-    /// Concurrent connections (clients) in every rate measurement.
-    pub connections: usize,
-    /// Length of each rate measurement, in seconds.
-    pub seconds: f64,
-    pub side_by_side: Vec<SideBySide>,
-    pub primitive_cost: Vec<PrimitiveCost>,
-    pub efficiency: Vec<Efficiency>,
+/// What a calibration left: its exit code, its result set, and the figures. Rendering
+/// (report, tables) is the caller's: the measurement does not depend on the renderers.
+pub struct Calibrated {
+    pub code: i32,
+    pub run_dir: PathBuf,
+    pub calibration: Calibration,
 }
 
-/// The harness against a reference tool doing the same work on the same server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SideBySide {
-    pub backend: String,
-    pub work: String,
-    pub dlbench_per_sec: f64,
-    pub reference: String,
-    pub reference_per_sec: f64,
-    /// dlbench / reference.
-    pub ratio: f64,
-}
-
-/// A backend's primitive against its lock cycle, uncontended (each client its own key).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct PrimitiveCost {
-    pub backend: String,
-    pub primitive: String,
-    pub primitive_per_sec: f64,
-    pub lock_cycle_per_sec: f64,
-    /// primitive rate / lock cycle rate: what one acquire + release costs in primitives.
-    pub primitives_per_cycle: f64,
-}
-
-/// The hot-key hand-off rate against the bound its primitives set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Efficiency {
-    pub backend: String,
-    pub release_write_us: f64,
-    pub notification_us: f64,
-    pub acquire_confirm_us: f64,
-    /// 1e6 / (release write + notification + confirm).
-    pub bound_per_sec: f64,
-    /// Acquisitions per second on one hot key, acquire then release at once.
-    pub handoff_per_sec: f64,
-    /// handoff / bound.
-    pub efficiency: f64,
-    pub note: String,
-}
-
-pub async fn command(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
+pub async fn command(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Result<Calibrated> {
     anyhow::ensure!(a.connections >= 1, "--connections must be at least 1");
     anyhow::ensure!(a.seconds >= Duration::from_secs(1), "--seconds must be at least 1s");
     let kinds = BackendKind::REAL;
@@ -102,7 +59,7 @@ pub async fn command(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Res
     eprintln!("dlbench: calibrate {} -> {}", dir.id, dir.path.display());
     let target = tokio::select! {
         t = LocalTarget::start(&dir.path, &kinds, Default::default()) => Arc::new(t?),
-        _ = cancel.cancelled() => return Ok(130),
+        _ = cancel.cancelled() => return Ok(Calibrated { code: 130, run_dir: dir.path.clone(), calibration: cal }),
     };
     summary.versions = target.versions().await;
     let eps = target.endpoints().clone();
@@ -124,12 +81,7 @@ pub async fn command(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Res
     drop(target);
     summary.finish(!cancel.is_cancelled());
     dir.write_json("summary.json", &summary)?;
-    if let Err(e) = crate::report::render(&dir.path) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
-    println!("{}", markdown(&cal));
-    println!("results: {}", dir.path.join("summary.json").display());
-    Ok(if summary.complete { 0 } else { 130 })
+    Ok(Calibrated { code: if summary.complete { 0 } else { 130 }, run_dir: dir.path.clone(), calibration: cal })
 }
 
 async fn calibrate_one(kind: BackendKind, eps: &crate::endpoints::Endpoints, n: usize, secs: Duration, dir: &RunDir, cal: &mut Calibration) -> anyhow::Result<()> {
@@ -200,37 +152,4 @@ async fn calibrate_one(kind: BackendKind, eps: &crate::endpoints::Endpoints, n: 
         _ => {}
     }
     Ok(())
-}
-
-/// The three tables, as Markdown (printed, and in summary.md).
-pub fn markdown(c: &Calibration) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(s, "### Calibration ({} connections, {:.0} s per measurement)\n", c.connections, c.seconds);
-    if !c.side_by_side.is_empty() {
-        s.push_str("| backend | work | dlbench /s | reference | reference /s | ratio |\n|---|---|---:|---|---:|---:|\n");
-        for r in &c.side_by_side {
-            let _ = writeln!(s, "| {} | {} | {:.0} | {} | {:.0} | {:.2} |", r.backend, r.work, r.dlbench_per_sec, r.reference, r.reference_per_sec, r.ratio);
-        }
-        s.push('\n');
-    }
-    if !c.primitive_cost.is_empty() {
-        s.push_str("| backend | primitive | primitive /s | lock cycles /s | primitives per cycle |\n|---|---|---:|---:|---:|\n");
-        for r in &c.primitive_cost {
-            let _ = writeln!(s, "| {} | {} | {:.0} | {:.0} | {:.1} |", r.backend, r.primitive, r.primitive_per_sec, r.lock_cycle_per_sec, r.primitives_per_cycle);
-        }
-        s.push('\n');
-    }
-    if !c.efficiency.is_empty() {
-        s.push_str("| backend | release write µs | notification µs | confirm µs | bound hand-offs/s | hot-key hand-offs/s | efficiency |\n|---|---:|---:|---:|---:|---:|---:|\n");
-        for r in &c.efficiency {
-            let _ = writeln!(
-                s,
-                "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} |",
-                r.backend, r.release_write_us, r.notification_us, r.acquire_confirm_us, r.bound_per_sec, r.handoff_per_sec, r.efficiency
-            );
-        }
-        s.push('\n');
-    }
-    s
 }

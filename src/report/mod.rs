@@ -5,6 +5,7 @@
 mod html;
 mod partial;
 pub mod plots;
+pub mod text;
 
 use std::path::{Path, PathBuf};
 
@@ -111,7 +112,7 @@ pub fn render(dir: &Path) -> anyhow::Result<PathBuf> {
     let evidence = if input.has_history { html::evidence_excerpts(&dir.join("history.jsonl"), &input.verdicts) } else { Default::default() };
     let text = html::page(&input, &plots, &evidence);
     crate::util::write_atomic(&page, text.as_bytes()).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", page.display()))?;
-    let mut md = summary::markdown(&input.summary);
+    let mut md = text::markdown(&input.summary);
     if let Some(why) = &input.incomplete {
         md = format!("> **Incomplete**: {why}.\n\n{md}");
     }

@@ -1,7 +1,14 @@
-//! `summary.json` and the table: what a run measured, per backend and per workload.
+//! The result-set model: what a run measured, per backend and per workload, as written to
+//! `summary.json`, with its sections (calibration, scenarios, resources, soak) in the
+//! submodules. Renderers (`report`: the tables, Markdown, HTML, plots; `compare`) read these
+//! types; nothing here renders, and nothing here imports a renderer.
+
+pub mod calibration;
+pub mod resources;
+pub mod scenario;
+pub mod soak;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
@@ -274,18 +281,18 @@ pub struct Summary {
     pub backends: Vec<BackendSummary>,
     /// `dlbench scenario`: each entry's observation against its expectation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scenarios: Vec<crate::scenario::Outcome>,
+    pub scenarios: Vec<scenario::Outcome>,
     /// `dlbench calibrate`: the harness beside reference tools, primitive costs, and each
     /// lock's hand-off rate against its bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calibration: Option<crate::calibrate::Calibration>,
+    pub calibration: Option<calibration::Calibration>,
     /// The harness's memory and file descriptors and each server's memory over the run,
     /// sampled once a second (the series are in resources.jsonl).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<crate::resources::ResourceSummary>,
+    pub resources: Option<resources::ResourceSummary>,
     /// `dlbench soak`: the run judged against the soak's goal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub soak: Option<crate::soak::SoakOutcome>,
+    pub soak: Option<soak::SoakOutcome>,
 }
 
 impl Summary {
@@ -524,205 +531,4 @@ impl BackendSummary {
             failure: Some(why),
         }
     }
-}
-
-fn ms(us: u64) -> String {
-    format!("{:.2}", us as f64 / 1000.0)
-}
-
-const COLS: usize = 16;
-const HEADER: [&str; COLS] = [
-    "backend", "workload", "clients", "keys", "acq/s", "p50 ms", "p99 ms", "p99.9 ms", "handoff p50", "fair", "errors",
-    "overlaps", "lost upd", "stale tok", "expo %", "verdict",
-];
-
-/// `safe`, `safe (weak)` when the exposure was too low to see a second holder, and so on.
-fn verdict_cell(v: Option<&Verdict>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v.evidence == "strong" => v.safety.clone(),
-        Some(v) => format!("{} ({})", v.safety, v.evidence),
-    }
-}
-
-fn has_tokens(b: &BackendSummary) -> bool {
-    b.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false)
-}
-
-fn rows(s: &Summary) -> Vec<[String; COLS]> {
-    let mut out = Vec::new();
-    for b in &s.backends {
-        if let Some(f) = &b.failure {
-            let mut r: [String; COLS] = Default::default();
-            r[0] = b.name.clone();
-            r[1] = format!("FAILED: {f}");
-            out.push(r);
-            continue;
-        }
-        for w in &b.workloads {
-            out.push([
-                b.name.clone(),
-                w.name.clone(),
-                w.clients.to_string(),
-                w.keys.to_string(),
-                format!("{:.0}", w.ops_per_sec),
-                ms(w.acquire_latency_us.p50),
-                ms(w.acquire_latency_us.p99),
-                ms(w.acquire_latency_us.p999),
-                if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
-                w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
-                w.errors.to_string(),
-                w.overlaps.to_string(),
-                w.lost_updates.to_string(),
-                if has_tokens(b) { w.stale_tokens.to_string() } else { "n/a".into() },
-                w.exposure.map(|e| format!("{:.1}", e * 100.0)).unwrap_or_else(|| "-".into()),
-                verdict_cell(w.verdict.as_ref()),
-            ]);
-        }
-    }
-    out
-}
-
-/// The table for a terminal: aligned columns.
-pub fn table(s: &Summary) -> String {
-    let rows = rows(s);
-    let mut width: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
-            if !(i == 1 && c.starts_with("FAILED")) {
-                width[i] = width[i].max(c.len());
-            }
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: &[String], out: &mut String| {
-        for (i, c) in cells.iter().enumerate() {
-            if i < 2 {
-                let _ = write!(out, "{:<w$}  ", c, w = width[i]);
-            } else {
-                let _ = write!(out, "{:>w$}  ", c, w = width[i]);
-            }
-        }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
-    };
-    line(&HEADER.map(String::from), &mut out);
-    for r in &rows {
-        line(r, &mut out);
-    }
-    out
-}
-
-/// The same table in Markdown.
-pub fn markdown_table(s: &Summary) -> String {
-    let mut out = format!("| {} |\n|{}\n", HEADER.join(" | "), "---|".repeat(HEADER.len()));
-    for r in rows(s) {
-        out.push_str(&format!("| {} |\n", r.join(" | ")));
-    }
-    out
-}
-
-/// `summary.md`: the table and how to read it.
-pub fn markdown(s: &Summary) -> String {
-    let mut out = format!(
-        "# dlbench run {}\n\n{}\n\nTarget: {}. Command: `{}`.\n\n",
-        s.run_id,
-        if s.complete { "Complete." } else { "**Incomplete**: the run was interrupted; figures cover what finished." },
-        s.target,
-        s.command.join(" ")
-    );
-    out.push_str(&markdown_table(s));
-    out.push_str(
-        "\nacq/s: successful acquisitions per second (measured window, warm-up excluded). \
-         p50/p99/p99.9: acquire latency. errors: failures other than contention timeouts. \
-         overlaps: critical sections that began while another holder of the same key was inside, \
-         seen at the protected resource. lost upd: read-modify-write updates overwritten by a concurrent \
-         holder. stale tok: fencing tokens presented out of order (n/a: the backend has none). expo %: how much of \
-         the wall time some holder was inside its critical section (mean over keys); below 20% a second holder \
-         would mostly go unseen, and the verdict says \"weak\". handoff p50: median time from one holder's release \
-         to the next holder's acquisition of the same key. fair: Jain's index over acquisitions per client \
-         (1 = even, 1/clients = one client got everything). In open-loop workloads latency counts from each \
-         operation's intended start.\n",
-    );
-    if !s.versions.is_empty() {
-        out.push_str("\nServers: ");
-        out.push_str(&s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
-        out.push('\n');
-    }
-    if let Some(c) = &s.calibration {
-        out.push('\n');
-        out.push_str(&crate::calibrate::markdown(c));
-    }
-    out
-}
-
-/// The AP / CP table: per backend and workload, speed, availability under the faults that
-/// were applied, safety without and with fencing, the evidence, and the class claimed beside
-/// the class observed.
-pub fn ap_cp_table(s: &Summary) -> String {
-    let header = [
-        "backend", "workload", "acq/s", "p99 ms", "avail", "recovery ms", "overlaps", "lost upd (no fence)", "fencing",
-        "evidence", "claims", "observed", "verdict",
-    ];
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    for b in &s.backends {
-        if b.failure.is_some() {
-            continue;
-        }
-        for w in &b.workloads {
-            let v = w.verdict.as_ref();
-            let a = w.availability.as_ref();
-            rows.push(vec![
-                b.name.clone(),
-                w.name.clone(),
-                format!("{:.0}", w.ops_per_sec),
-                ms(w.acquire_latency_us.p99),
-                a.map(|a| match a.ratio {
-                    Some(r) => format!("{:.0}% {}", r * 100.0, a.label()),
-                    None => a.label().to_string(),
-                })
-                .unwrap_or_else(|| "-".into()),
-                a.map(|a| a.recovery_ms.to_string()).unwrap_or_else(|| "-".into()),
-                w.overlaps.to_string(),
-                w.lost_updates.to_string(),
-                v.map(|v| v.fencing.clone()).unwrap_or_default(),
-                v.map(|v| match v.exposure {
-                    Some(e) => format!("{} ({:.0}%)", v.evidence, e * 100.0),
-                    None => v.evidence.clone(),
-                })
-                .unwrap_or_default(),
-                v.map(|v| v.class_claimed.clone()).unwrap_or_default(),
-                v.map(|v| match &v.class_observed {
-                    Some(c) if v.contradiction => format!("{c} (contradicts)"),
-                    Some(c) => c.clone(),
-                    None => "not tested".into(),
-                })
-                .unwrap_or_default(),
-                v.map(|v| v.safety.clone()).unwrap_or_default(),
-            ]);
-        }
-    }
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
-            width[i] = width[i].max(c.len());
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<String>, out: &mut String| {
-        for (i, c) in cells.iter().enumerate() {
-            if i <= 1 || i >= 8 {
-                let _ = write!(out, "{:<w$}  ", c, w = width[i]);
-            } else {
-                let _ = write!(out, "{:>w$}  ", c, w = width[i]);
-            }
-        }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
-    };
-    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
-    for r in rows {
-        line(r, &mut out);
-    }
-    out
 }
