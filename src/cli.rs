@@ -155,6 +155,11 @@ struct SoakArgs {
     /// Bound on reaching each endpoint and on each client's connection.
     #[arg(long, value_parser = duration, default_value = "5s")]
     connect_timeout: Duration,
+    /// How clients reach the servers: per-client (each its own connection, session or lease,
+    /// as N application processes would) or shared (one multiplexed connection per server,
+    /// one PostgreSQL pool, as one process with N threads). ZooKeeper is always per-client.
+    #[arg(long, default_value = "per-client", value_parser = ["per-client", "shared"])]
+    connections: String,
 }
 
 /// A soak is a run: one workload per backend, each for its share of the time, every fault.
@@ -202,6 +207,7 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         compose_project: a.compose_project,
         allow_remote: false,
         connect_timeout: a.connect_timeout,
+        connections: a.connections,
         no_fail_on_violation: true,
     };
     let mut plan = run_plan(run)?;
@@ -307,6 +313,11 @@ struct RunArgs {
     /// Bound on reaching each endpoint and on each client's connection.
     #[arg(long, value_parser = duration, default_value = "5s")]
     connect_timeout: Duration,
+    /// How clients reach the servers: per-client (each its own connection, session or lease,
+    /// as N application processes would) or shared (one multiplexed connection per server,
+    /// one PostgreSQL pool, as one process with N threads). ZooKeeper is always per-client.
+    #[arg(long, default_value = "per-client", value_parser = ["per-client", "shared"])]
+    connections: String,
     /// Exit 0 even when a verdict is invalid (exit 1 otherwise) or unknown (exit 3), for
     /// exploratory runs.
     #[arg(long)]
@@ -439,6 +450,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         phases,
         out: a.out,
         timeouts: Timeouts { connect: a.connect_timeout, ..Timeouts::default() },
+        connections: a.connections.parse().map_err(anyhow::Error::msg)?,
         target,
         command: std::env::args().collect(),
         nemesis,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlbench_core::{Backend, LockError};
+use dlbench_core::{Backend, Connections, LockError};
 
 use crate::endpoints::{Endpoints, Section};
 use crate::kind::BackendKind;
@@ -47,11 +47,22 @@ fn tls(kind: BackendKind, s: &Section) -> Result<Option<dlbench_core::TlsPem>, L
     files.read(&kind.to_string()).map(Some)
 }
 
-/// Connect to `kind` at the servers `endpoints` lists.
+/// Connect to `kind` at the servers `endpoints` lists, each client on its own connection.
 pub async fn connect(
     kind: BackendKind,
     endpoints: &Endpoints,
     t: Timeouts,
+    memory: Option<&dlbench_memory::MemoryBackend>,
+) -> Result<Arc<dyn Backend>, LockError> {
+    connect_with(kind, endpoints, t, Connections::default(), memory).await
+}
+
+/// As [`connect`], with the clients' connections per client or shared.
+pub async fn connect_with(
+    kind: BackendKind,
+    endpoints: &Endpoints,
+    t: Timeouts,
+    connections: Connections,
     memory: Option<&dlbench_memory::MemoryBackend>,
 ) -> Result<Arc<dyn Backend>, LockError> {
     if kind == BackendKind::Memory {
@@ -71,7 +82,7 @@ pub async fn connect(
                 c.user = Some((u.clone(), p));
             }
             c.tls = tls;
-            Arc::new(dlbench_etcd::EtcdBackend::connect(c).await?)
+            Arc::new(dlbench_etcd::EtcdBackend::connect_with(c, connections).await?)
         }
         BackendKind::Zookeeper => {
             let mut c = dlbench_zookeeper::ZkConfig::new(s.endpoints.clone());
@@ -98,10 +109,10 @@ pub async fn connect(
                 .collect();
             if kind == BackendKind::Redis {
                 let first = nodes.into_iter().next().expect("validated non-empty");
-                Arc::new(dlbench_redis::RedisBackend::connect(first).await?)
+                Arc::new(dlbench_redis::RedisBackend::connect_with(first, connections).await?)
             } else {
                 let cfg = dlbench_redlock::RedlockConfig { nodes, node_timeout: None };
-                Arc::new(dlbench_redlock::RedlockBackend::connect(cfg).await?)
+                Arc::new(dlbench_redlock::RedlockBackend::connect_with(cfg, connections).await?)
             }
         }
         BackendKind::Postgres => {
@@ -116,7 +127,7 @@ pub async fn connect(
             }
             c.password = pw;
             c.tls = tls;
-            Arc::new(dlbench_postgres::PgBackend::connect(c).await?)
+            Arc::new(dlbench_postgres::PgBackend::connect_with(c, connections).await?)
         }
         BackendKind::Memory => unreachable!(),
     })

@@ -45,6 +45,8 @@ pub struct RunPlan {
     pub out: PathBuf,
     #[serde(skip)]
     pub timeouts: Timeouts,
+    /// Each client on its own connection, or all sharing one per server.
+    pub connections: dlbench_core::Connections,
     pub command: Vec<String>,
     pub nemesis: Vec<FaultSpec>,
     #[serde(with = "crate::workload::dur")]
@@ -283,7 +285,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     // at once with one line, rather than after the other backends ran.
     let mut backends: Vec<(BackendKind, Arc<dyn Backend>)> = Vec::new();
     for &kind in &plan.backends {
-        let b = connect::connect(kind, &endpoints, plan.timeouts, Some(&memory))
+        let b = connect::connect_with(kind, &endpoints, plan.timeouts, plan.connections, Some(&memory))
             .await
             .map_err(|e| anyhow::anyhow!("{kind}: cannot connect: {e}"))?;
         backends.push((kind, b));
@@ -298,7 +300,8 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             if cancel.is_cancelled() {
                 break;
             }
-            eprintln!("dlbench: {kind:<9} {:<10} {}", w.name, w.describe());
+            let conns = backend.connections().map(|c| format!(", connections {c}")).unwrap_or_default();
+            eprintln!("dlbench: {kind:<9} {:<10} {}{conns}", w.name, w.describe());
             let label = format!("{kind} {}", w.name);
             let (progress, on_tick) = PhaseProgress::start(&label, w.warmup + w.duration);
             let faults = match (&target, plan.nemesis.is_empty()) {
@@ -325,10 +328,10 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             phases.push(p);
             // Written after every phase, so a killed run leaves what it measured.
             let mut partial = summary.clone();
-            partial.backends.push(BackendSummary::new(kind.name(), capabilities(&*backend), &phases));
+            partial.backends.push(BackendSummary::new(kind.name(), capabilities(&*backend), &phases).with_connections(backend.connections()));
             dir.write_json("summary.json", &partial)?;
         }
-        summary.backends.push(BackendSummary::new(kind.name(), capabilities(&*backend), &phases));
+        summary.backends.push(BackendSummary::new(kind.name(), capabilities(&*backend), &phases).with_connections(backend.connections()));
     }
     // The load is over: the checking below is not part of the soak's memory curve.
     summary.resources = Some(sampler.finish());

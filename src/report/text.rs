@@ -125,6 +125,14 @@ pub fn markdown(s: &Summary) -> String {
          (1 = even, 1/clients = one client got everything). In open-loop workloads latency counts from each \
          operation's intended start.\n",
     );
+    let conns: Vec<String> = s.backends.iter().filter_map(|b| Some(format!("{} {}", b.name, b.connections.as_ref()?))).collect();
+    if !conns.is_empty() {
+        out.push_str(&format!(
+            "\nConnections (per-client: each client its own connection, session or lease, as separate processes; \
+             shared: one connection per server for all clients): {}.\n",
+            conns.join(", ")
+        ));
+    }
     if !s.versions.is_empty() {
         out.push_str("\nServers: ");
         out.push_str(&s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));

@@ -211,6 +211,10 @@ fn dedup(it: impl Iterator<Item = String>) -> Vec<String> {
 pub struct BackendSummary {
     pub name: String,
     pub capabilities: Option<serde_json::Value>,
+    /// How its clients reached the servers, as in effect: `per-client` (a connection, session
+    /// or lease each) or `shared` (one connection per server). Absent for `memory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<String>,
     /// Acquisitions per second over all measured phases.
     pub ops_per_sec: f64,
     pub acquire_latency_us: Percentiles,
@@ -428,6 +432,7 @@ impl BackendSummary {
         BackendSummary {
             name: name.to_string(),
             capabilities,
+            connections: None,
             ops_per_sec: if secs > 0.0 { (all.acquired as f64 / secs * 10.0).round() / 10.0 } else { 0.0 },
             acquire_latency_us: Percentiles::of(&all.acquire),
             release_latency_us: Percentiles::of(&all.release),
@@ -455,6 +460,12 @@ impl BackendSummary {
             workloads,
             failure: None,
         }
+    }
+
+    /// Record the connection mode the backend ran with.
+    pub fn with_connections(mut self, c: Option<dlbench_core::Connections>) -> Self {
+        self.connections = c.map(|c| c.to_string());
+        self
     }
 
     /// Attach the checkers' verdicts (one per workload, in order; none when no history was
@@ -506,6 +517,7 @@ impl BackendSummary {
         BackendSummary {
             name: name.to_string(),
             capabilities: None,
+            connections: None,
             ops_per_sec: 0.0,
             acquire_latency_us: Percentiles::default(),
             release_latency_us: Percentiles::default(),

@@ -21,7 +21,7 @@ mod tls;
 
 pub use error::LockError;
 pub use lock::{
-    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LostSender, LostSignal, WaitStyle,
 };
 pub use resource::{CellStats, Resource, ResourceStats, Section, SectionRecord};

@@ -64,6 +64,42 @@ pub struct Capabilities {
     pub wait: WaitStyle,
 }
 
+/// How a backend's logical clients reach the servers.
+///
+/// `PerClient` is how N application processes would: each client opens its own connection
+/// (and, where the recipe has one, its own session or lease), so "8 clients" means 8
+/// connections on every backend. `Shared` multiplexes every client over one connection per
+/// server (one gRPC channel, one Redis connection per node, one PostgreSQL pool), as one
+/// process with many threads would. ZooKeeper's session *is* its connection and the holder's
+/// identity, so its clients are per-client in both modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Connections {
+    #[default]
+    PerClient,
+    Shared,
+}
+
+impl std::str::FromStr for Connections {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "per-client" => Ok(Connections::PerClient),
+            "shared" => Ok(Connections::Shared),
+            _ => Err(format!("{s:?} is not a connection mode: use per-client or shared")),
+        }
+    }
+}
+
+impl fmt::Display for Connections {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Connections::PerClient => "per-client",
+            Connections::Shared => "shared",
+        })
+    }
+}
+
 /// Per-acquire settings.
 #[derive(Debug, Clone)]
 pub struct AcquireOptions {
@@ -246,6 +282,12 @@ pub trait Backend: Send + Sync {
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError>;
     /// A one-line description of where this backend points, without credentials.
     fn describe(&self) -> String;
+
+    /// How its clients reach the servers, as in effect (ZooKeeper is per-client whatever was
+    /// asked); `None` for an in-process backend with no connection at all.
+    fn connections(&self) -> Option<Connections> {
+        None
+    }
 
     /// What the servers hold for lock `key` right now: every client's claim (held or queued)
     /// as the server names it (etcd keys under `key/`, ZooKeeper children of the lock

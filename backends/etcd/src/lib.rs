@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, WaitStyle,
 };
 use etcd_client::{
@@ -63,62 +63,76 @@ impl EtcdConfig {
 
 /// A connected etcd cluster.
 pub struct EtcdBackend {
+    /// The backend's own channel: `claims`, and every client in `Shared` mode.
     client: Client,
     config: EtcdConfig,
+    connections: Connections,
 }
 
 impl EtcdBackend {
     pub async fn connect(config: EtcdConfig) -> Result<Self, LockError> {
-        let endpoints: Vec<String> = config
-            .endpoints
-            .iter()
-            .map(|e| match (e.split_once("://"), &config.tls) {
-                (Some((_, rest)), Some(_)) => format!("https://{rest}"),
-                (Some(_), None) => e.clone(),
-                (None, Some(_)) => format!("https://{e}"),
-                (None, None) => format!("http://{e}"),
-            })
-            .collect();
-        let mut opts = ConnectOptions::new()
-            .with_connect_timeout(config.connect_timeout)
-            .with_timeout(config.request_timeout)
-            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
-        if let Some((u, p)) = &config.user {
-            opts = opts.with_user(u.clone(), p.clone());
-        }
-        if let Some(t) = &config.tls {
-            let mut tls = etcd_client::TlsOptions::new();
-            if let Some(ca) = &t.ca {
-                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(ca));
-            }
-            if let Some((cert, key)) = &t.identity {
-                tls = tls.identity(etcd_client::Identity::from_pem(cert, key));
-            }
-            opts = opts.with_tls(tls);
-        }
-        // The channel may come up before the server has said a word (a silent listener
-        // accepts TCP); one Status call proves an etcd answers, all within the connect bound.
-        let connect = async {
-            let mut client = Client::connect(endpoints, Some(opts)).await?;
-            client.status().await?;
-            Ok::<_, etcd_client::Error>(client)
-        };
-        let client = tokio::time::timeout(config.connect_timeout, connect)
-            .await
-            .map_err(|_| {
-                LockError::Unavailable(format!(
-                    "etcd at {}: no answer within {:?}",
-                    config.endpoints.join(","),
-                    config.connect_timeout
-                ))
-            })?
-            .map_err(|e| definite(e, &config))?;
-        Ok(EtcdBackend { client, config })
+        Self::connect_with(config, Connections::default()).await
+    }
+
+    /// As [`Self::connect`]; in `PerClient` mode each client opens a gRPC channel of its own
+    /// (as each process using `clientv3` would), beside its own session lease.
+    pub async fn connect_with(config: EtcdConfig, connections: Connections) -> Result<Self, LockError> {
+        let client = open(&config).await?;
+        Ok(EtcdBackend { client, config, connections })
     }
 
     pub fn client_handle(&self) -> Client {
         self.client.clone()
     }
+}
+
+/// Open a channel to the cluster and prove an etcd answers on it, within the connect bound.
+async fn open(config: &EtcdConfig) -> Result<Client, LockError> {
+    let endpoints: Vec<String> = config
+        .endpoints
+        .iter()
+        .map(|e| match (e.split_once("://"), &config.tls) {
+            (Some((_, rest)), Some(_)) => format!("https://{rest}"),
+            (Some(_), None) => e.clone(),
+            (None, Some(_)) => format!("https://{e}"),
+            (None, None) => format!("http://{e}"),
+        })
+        .collect();
+    let mut opts = ConnectOptions::new()
+        .with_connect_timeout(config.connect_timeout)
+        .with_timeout(config.request_timeout)
+        .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+    if let Some((u, p)) = &config.user {
+        opts = opts.with_user(u.clone(), p.clone());
+    }
+    if let Some(t) = &config.tls {
+        let mut tls = etcd_client::TlsOptions::new();
+        if let Some(ca) = &t.ca {
+            tls = tls.ca_certificate(etcd_client::Certificate::from_pem(ca));
+        }
+        if let Some((cert, key)) = &t.identity {
+            tls = tls.identity(etcd_client::Identity::from_pem(cert, key));
+        }
+        opts = opts.with_tls(tls);
+    }
+    // The channel may come up before the server has said a word (a silent listener
+    // accepts TCP); one Status call proves an etcd answers, all within the connect bound.
+    let connect = async {
+        let mut client = Client::connect(endpoints, Some(opts)).await?;
+        client.status().await?;
+        Ok::<_, etcd_client::Error>(client)
+    };
+    let client = tokio::time::timeout(config.connect_timeout, connect)
+        .await
+        .map_err(|_| {
+            LockError::Unavailable(format!(
+                "etcd at {}: no answer within {:?}",
+                config.endpoints.join(","),
+                config.connect_timeout
+            ))
+        })?
+        .map_err(|e| definite(e, config))?;
+    Ok(client)
 }
 
 #[async_trait]
@@ -136,14 +150,21 @@ impl Backend for EtcdBackend {
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
+        let client = match self.connections {
+            Connections::Shared => self.client.clone(),
+            Connections::PerClient => open(&self.config).await?,
+        };
         Ok(Box::new(EtcdLock {
-            client: self.client.clone(),
+            client,
             config: self.config.clone(),
             session: Mutex::new(None),
         }))
     }
     fn describe(&self) -> String {
         format!("etcd {}", self.config.endpoints.join(","))
+    }
+    fn connections(&self) -> Option<Connections> {
+        Some(self.connections)
     }
     async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
         let kv = self.client.kv_client();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, LostSignal, WaitStyle,
 };
 use dlbench_core::jittered_sleep;
@@ -58,7 +58,7 @@ pub struct PgConfig {
     pub user: String,
     pub password: Option<String>,
     pub database: String,
-    /// Connections shared by all clients of this backend.
+    /// Connections shared by all clients of this backend in `Shared` mode (and by `claims`).
     pub pool_size: u32,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
@@ -112,6 +112,7 @@ impl PgConfig {
 pub struct PgBackend {
     pool: PgPool,
     config: PgConfig,
+    connections: Connections,
 }
 
 fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
@@ -139,29 +140,42 @@ fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError
 
 impl PgBackend {
     pub async fn connect(config: PgConfig) -> Result<Self, LockError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(config.pool_size.max(1))
-            .acquire_timeout(config.connect_timeout)
-            // sqlx pings every connection it hands out by default: one extra round trip per
-            // statement, which halved the lock-cycle rate against pgbench (dlbench calibrate).
-            // A dead connection now fails its statement instead, which the lock reports as
-            // an error, and the pool drops it.
-            .test_before_acquire(false)
-            .connect_with(config.options()?);
-        let pool = tokio::time::timeout(config.connect_timeout * 2, pool)
-            .await
-            .map_err(|_| LockError::Unavailable(format!("postgres at {}: connect timed out", config.endpoint)))?
-            .map_err(|e| classify(e, false, &config.endpoint))?;
+        Self::connect_with(config, Connections::default()).await
+    }
+
+    /// As [`Self::connect`]; in `PerClient` mode each client opens a connection of its own
+    /// (a pool of one, so a connection the server dropped is replaced), as each process
+    /// would; in `Shared` mode clients share a pool of `pool_size`.
+    pub async fn connect_with(config: PgConfig, connections: Connections) -> Result<Self, LockError> {
+        let pool = open(&config, config.pool_size).await?;
         sqlx::query(CREATE)
             .execute(&pool)
             .await
             .map_err(|e| classify(e, false, &config.endpoint))?;
-        Ok(PgBackend { pool, config })
+        Ok(PgBackend { pool, config, connections })
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+}
+
+/// A pool of up to `size` connections, the first opened now, within the connect bound.
+async fn open(config: &PgConfig, size: u32) -> Result<PgPool, LockError> {
+    let pool = PgPoolOptions::new()
+        .max_connections(size.max(1))
+        .acquire_timeout(config.connect_timeout)
+        // sqlx pings every connection it hands out by default: one extra round trip per
+        // statement, which halved the lock-cycle rate against pgbench (dlbench calibrate).
+        // A dead connection now fails its statement instead, which the lock reports as
+        // an error, and the pool drops it.
+        .test_before_acquire(false)
+        .connect_with(config.options()?);
+    let pool = tokio::time::timeout(config.connect_timeout * 2, pool)
+        .await
+        .map_err(|_| LockError::Unavailable(format!("postgres at {}: connect timed out", config.endpoint)))?
+        .map_err(|e| classify(e, false, &config.endpoint))?;
+    Ok(pool)
 }
 
 #[async_trait]
@@ -179,10 +193,18 @@ impl Backend for PgBackend {
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        Ok(Box::new(PgLock { pool: self.pool.clone(), config: self.config.clone() }))
+        let pool = match self.connections {
+            Connections::Shared => self.pool.clone(),
+            Connections::PerClient => open(&self.config, 1).await?,
+        };
+        let own = self.connections == Connections::PerClient;
+        Ok(Box::new(PgLock { pool, config: self.config.clone(), own }))
     }
     fn describe(&self) -> String {
         format!("postgres {}/{}", self.config.endpoint, self.config.database)
+    }
+    fn connections(&self) -> Option<Connections> {
+        Some(self.connections)
     }
     async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
         let q = sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(&self.pool);
@@ -197,6 +219,8 @@ impl Backend for PgBackend {
 struct PgLock {
     pool: PgPool,
     config: PgConfig,
+    /// The pool is this client's alone (`PerClient`): close ends its connection.
+    own: bool,
 }
 
 impl PgLock {
@@ -269,7 +293,12 @@ impl DistLock for PgLock {
         }
     }
 
+    // A crashed process's connection just drops (with this client); its rows expire by TTL.
     async fn abandon(&self) {}
 
-    async fn close(&self) {}
+    async fn close(&self) {
+        if self.own {
+            self.pool.close().await;
+        }
+    }
 }

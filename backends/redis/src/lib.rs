@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, LostSignal, WaitStyle,
 };
 use dlbench_core::jittered_sleep;
@@ -26,12 +26,20 @@ pub use node::{NodeConfig, RedisNode};
 
 /// One Redis primary.
 pub struct RedisBackend {
+    /// The backend's own connection: `claims`, and every client in `Shared` mode.
     node: RedisNode,
+    cfg: NodeConfig,
+    connections: Connections,
 }
 
 impl RedisBackend {
     pub async fn connect(cfg: NodeConfig) -> Result<Self, LockError> {
-        Ok(RedisBackend { node: RedisNode::connect(&cfg).await? })
+        Self::connect_with(cfg, Connections::default()).await
+    }
+
+    /// Connect; in `PerClient` mode each [`Backend::client`] opens a connection of its own.
+    pub async fn connect_with(cfg: NodeConfig, connections: Connections) -> Result<Self, LockError> {
+        Ok(RedisBackend { node: RedisNode::connect(&cfg).await?, cfg, connections })
     }
 
     pub fn node(&self) -> &RedisNode {
@@ -54,10 +62,17 @@ impl Backend for RedisBackend {
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        Ok(Box::new(RedisLock { node: self.node.clone() }))
+        let node = match self.connections {
+            Connections::Shared => self.node.clone(),
+            Connections::PerClient => RedisNode::connect(&self.cfg).await?,
+        };
+        Ok(Box::new(RedisLock { node }))
     }
     fn describe(&self) -> String {
         format!("redis {}", self.node.endpoint)
+    }
+    fn connections(&self) -> Option<Connections> {
+        Some(self.connections)
     }
     async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
         // The fencing counter `{key}:fence` outlives every holder by design; it is no claim.

@@ -93,7 +93,26 @@ fn classify(endpoint: &str, e: redis::RedisError, may_have_written: bool) -> Loc
 }
 
 impl RedisNode {
+    /// Connect now: fails when the node does not answer within the connect timeout.
     pub async fn connect(cfg: &NodeConfig) -> Result<Self, LockError> {
+        let (client, mcfg) = Self::client(cfg)?;
+        let conn = tokio::time::timeout(cfg.connect_timeout, ConnectionManager::new_with_config(client, mcfg))
+            .await
+            .map_err(|_| LockError::Unavailable(format!("redis at {}: connect timed out", cfg.endpoint)))?
+            .map_err(|e| classify(&cfg.endpoint, e, false))?;
+        Ok(Self::with_conn(cfg, conn))
+    }
+
+    /// A connection opened on first use, as redis-py's pool does: a client of several nodes
+    /// (Redlock) can start while a minority of them is down, and each command that finds its
+    /// node unreachable fails on its own.
+    pub fn connect_lazy(cfg: &NodeConfig) -> Result<Self, LockError> {
+        let (client, mcfg) = Self::client(cfg)?;
+        let conn = ConnectionManager::new_lazy_with_config(client, mcfg).map_err(|e| classify(&cfg.endpoint, e, false))?;
+        Ok(Self::with_conn(cfg, conn))
+    }
+
+    fn client(cfg: &NodeConfig) -> Result<(redis::Client, ConnectionManagerConfig), LockError> {
         let scheme = if cfg.tls.is_some() { "rediss" } else { "redis" };
         let mut info = redis::IntoConnectionInfo::into_connection_info(format!("{scheme}://{}/", cfg.endpoint))
             .map_err(|e| LockError::Config(format!("bad redis endpoint {:?}: {e}", cfg.endpoint)))?;
@@ -121,11 +140,11 @@ impl RedisNode {
             .set_response_timeout(Some(cfg.request_timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let conn = tokio::time::timeout(cfg.connect_timeout, ConnectionManager::new_with_config(client, mcfg))
-            .await
-            .map_err(|_| LockError::Unavailable(format!("redis at {}: connect timed out", cfg.endpoint)))?
-            .map_err(|e| classify(&cfg.endpoint, e, false))?;
-        Ok(RedisNode {
+        Ok((client, mcfg))
+    }
+
+    fn with_conn(cfg: &NodeConfig, conn: ConnectionManager) -> Self {
+        RedisNode {
             endpoint: cfg.endpoint.clone(),
             conn,
             timeout: cfg.request_timeout,
@@ -134,7 +153,7 @@ impl RedisNode {
                 release: Script::new(RELEASE),
                 extend: Script::new(EXTEND),
             }),
-        })
+        }
     }
 
     async fn bounded<T>(&self, f: impl std::future::Future<Output = redis::RedisResult<T>>, writes: bool) -> Result<T, LockError> {

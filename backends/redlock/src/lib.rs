@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, Lease, LeaseHandle,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, Lease, LeaseHandle,
     LockError, LostSignal, WaitStyle,
 };
 use dlbench_core::jittered_sleep;
@@ -40,20 +40,29 @@ impl RedlockConfig {
 
 /// A set of independent Redis primaries.
 pub struct RedlockBackend {
+    /// The backend's own connections: `claims`, and every client in `Shared` mode.
     nodes: Vec<RedisNode>,
+    configs: Vec<NodeConfig>,
     node_timeout: Option<Duration>,
+    connections: Connections,
 }
 
 impl RedlockBackend {
     /// Connect to every node; all must answer at start-up so a typo is not mistaken for a
     /// fault the algorithm tolerates.
     pub async fn connect(cfg: RedlockConfig) -> Result<Self, LockError> {
+        Self::connect_with(cfg, Connections::default()).await
+    }
+
+    /// As [`Self::connect`]; in `PerClient` mode each client opens its own connection to
+    /// every node, on first use, so a client started while a minority is down still works.
+    pub async fn connect_with(cfg: RedlockConfig, connections: Connections) -> Result<Self, LockError> {
         if cfg.nodes.len() < 3 {
             return Err(LockError::Config(format!("redlock needs at least 3 nodes, got {}", cfg.nodes.len())));
         }
         let conns = join_all(cfg.nodes.iter().map(RedisNode::connect)).await;
         let nodes = conns.into_iter().collect::<Result<Vec<_>, _>>()?;
-        Ok(RedlockBackend { nodes, node_timeout: cfg.node_timeout })
+        Ok(RedlockBackend { nodes, configs: cfg.nodes, node_timeout: cfg.node_timeout, connections })
     }
 
     pub fn quorum(&self) -> usize {
@@ -80,7 +89,14 @@ impl Backend for RedlockBackend {
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        Ok(Box::new(Redlock { nodes: self.nodes.clone(), node_timeout: self.node_timeout }))
+        let nodes = match self.connections {
+            Connections::Shared => self.nodes.clone(),
+            Connections::PerClient => self.configs.iter().map(RedisNode::connect_lazy).collect::<Result<_, _>>()?,
+        };
+        Ok(Box::new(Redlock { nodes, node_timeout: self.node_timeout }))
+    }
+    fn connections(&self) -> Option<Connections> {
+        Some(self.connections)
     }
     fn describe(&self) -> String {
         let eps: Vec<&str> = self.nodes.iter().map(|n| n.endpoint.as_str()).collect();

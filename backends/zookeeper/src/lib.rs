@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, WaitStyle,
 };
 use tokio::sync::Mutex;
@@ -87,6 +87,11 @@ impl Backend for ZkBackend {
     }
     fn describe(&self) -> String {
         format!("zookeeper {}", self.config.endpoints.join(","))
+    }
+    // The session is the connection and the holder's identity (its ephemeral nodes): every
+    // client has its own, whatever mode was asked.
+    fn connections(&self) -> Option<Connections> {
+        Some(Connections::PerClient)
     }
     async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
         let dir = lock_dir(key)?;
