@@ -172,7 +172,7 @@ fn sigint_mid_run_leaves_nothing_behind() {
     // The acquires the interrupt cut short are cancelled, not errors of the lock.
     for b in summary["backends"].as_array().unwrap() {
         for w in b["workloads"].as_array().into_iter().flatten() {
-            assert_eq!(w["errors"], 0, "{} {}: interrupted acquires counted as errors", b["name"], w["workload"]);
+            assert_eq!(w["errors"], 0, "{} {}: interrupted acquires counted as errors", b["name"], w["name"]);
         }
     }
     // `check` judges what completed and says the history was interrupted.
