@@ -573,7 +573,7 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&verdicts)?);
     } else {
         for v in &verdicts {
-            println!("{} {}: {}", v.backend, v.workload, v.valid);
+            println!("{} {}: {}", v.backend, v.workload, v.describe());
             for r in &v.results {
                 println!("  {:<17} {:<8} {}", r.checker, r.valid.to_string(), r.message);
                 for e in &r.evidence {
@@ -586,7 +586,11 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
         }
     }
     let worst = crate::checker::worst(&verdicts);
-    println!("verdict: {worst}");
+    if crate::checker::interrupted(&verdicts) {
+        println!("verdict: {worst} (interrupted: the run was cut short; this judges what completed)");
+    } else {
+        println!("verdict: {worst}");
+    }
     Ok(crate::run::exit_code(worst))
 }
 

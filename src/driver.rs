@@ -219,7 +219,7 @@ impl Shared {
 }
 
 /// What an acquire cut short by an interrupt or by the drain bound says in the history.
-const CANCELLED: &str = "cancelled: the run was interrupted or the phase's drain bound passed";
+pub const CANCELLED: &str = "cancelled: the run was interrupted or the phase's drain bound passed";
 
 /// How long a retired client may take to close its session before it is abandoned.
 const RETIRE_CLOSE: Duration = Duration::from_secs(2);
@@ -363,6 +363,7 @@ pub async fn run_phase(
     let backlog_at_end = backlog(stopped_at);
     // Let operations in flight finish (so the history ends resolved), within a bound.
     let drain_until = tokio::time::Instant::now() + drain_bound(w);
+    let mut interrupted_at = cancel.is_cancelled().then_some(stopped_at);
     loop {
         tokio::select! {
             r = clients.join_next() => match r {
@@ -371,8 +372,16 @@ pub async fn run_phase(
                 Some(_) => {}
             },
             _ = tokio::time::sleep_until(drain_until), if !abort.is_cancelled() => abort.cancel(),
-            _ = cancel.cancelled(), if !abort.is_cancelled() => abort.cancel(),
+            _ = cancel.cancelled(), if !abort.is_cancelled() => {
+                interrupted_at.get_or_insert_with(Instant::now);
+                abort.cancel()
+            }
         }
+    }
+    if cancel.is_cancelled() {
+        // The history says where the interrupt cut it, so `check` judges what completed.
+        let at = interrupted_at.unwrap_or_else(Instant::now);
+        shared.op(Record::Interrupted { ns: shared.hist_ns(at) });
     }
     let nemesis = match faults {
         Some(t) => t.await.map_err(|e| anyhow::anyhow!("nemesis task: {e}"))??,

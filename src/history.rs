@@ -103,6 +103,12 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
     },
+    /// The run was interrupted (Ctrl-C) at `ns`: operations in flight were cancelled (their
+    /// `info` says so) and the segment ends early. `check` judges what completed and says
+    /// "interrupted".
+    Interrupted {
+        ns: u64,
+    },
 }
 
 impl Record {
@@ -113,7 +119,8 @@ impl Record {
             | Record::Ok { ns, .. }
             | Record::Fail { ns, .. }
             | Record::Info { ns, .. }
-            | Record::Nemesis { ns, .. } => Some(*ns),
+            | Record::Nemesis { ns, .. }
+            | Record::Interrupted { ns } => Some(*ns),
             Record::Section { exit, .. } => Some(*exit),
         }
     }

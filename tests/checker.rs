@@ -418,3 +418,53 @@ fn skipped_faults_are_not_windows() {
     assert_eq!(a.figures["faults_applied"], 0);
     assert_eq!(a.figures["skipped"].as_array().unwrap().len(), 1);
 }
+
+/// What the driver writes for an acquire the interrupt cut short.
+fn cancelled(p: u64, t: u64) -> Record {
+    Record::Info { p, f: A, key: 0, ns: t * MS, error: format!("outcome unknown: {}", dlbench::driver::CANCELLED) }
+}
+
+/// An interrupted history (sections recorded, as the driver writes them): what completed is
+/// judged `valid`, the verdict says "interrupted" and counts the cancelled acquires; the same
+/// history without the interrupt record is not called interrupted.
+#[test]
+fn an_interrupted_history_is_judged_on_what_completed_and_says_so() {
+    let mut h = vec![
+        inv(1, A, 0),
+        ok(1, A, 1, Some(10)),
+        section(1, Some(10), 1, 4, (1, 0), 2),
+        inv(1, R, 5),
+        ok(1, R, 6, None),
+        inv(2, A, 2),
+        ok(2, A, 7, Some(11)),
+        section(2, Some(11), 7, 9, (3, 1), 4),
+        inv(2, R, 9),
+        ok(2, R, 10, None),
+        inv(3, A, 11),
+        cancelled(3, 12),
+    ];
+    let plain = checker::check(&seg(10_000, true, h.clone()));
+    assert_eq!(plain.interrupted_ns, None, "no interrupt record, not interrupted");
+    assert!(!plain.describe().contains("interrupted"));
+    h.push(Record::Interrupted { ns: 12 * MS });
+    let v = checker::check(&seg(10_000, true, h));
+    assert_eq!(v.interrupted_ns, Some(12 * MS));
+    assert_eq!(v.cancelled, 1);
+    assert_eq!(v.valid, Validity::Valid, "{:?}", v.results);
+    assert!(v.describe().contains("interrupted"), "{}", v.describe());
+    assert!(checker::interrupted([&v]));
+}
+
+/// Without sections, a cancelled acquire keeps its unknown-outcome window: an interrupt does
+/// not make a history whose last acquire may still hold `valid`.
+#[test]
+fn a_cancelled_acquire_keeps_its_unknown_outcome_window() {
+    let mut h = sequential();
+    h.push(inv(3, A, 11));
+    h.push(cancelled(3, 12));
+    h.push(Record::Interrupted { ns: 12 * MS });
+    let v = checker::check(&seg(10_000, true, h));
+    assert_eq!(result(&v, "mutual-exclusion").valid, Validity::Unknown);
+    assert_eq!(v.cancelled, 1);
+    assert!(v.interrupted_ns.is_some());
+}

@@ -169,6 +169,17 @@ fn sigint_mid_run_leaves_nothing_behind() {
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("latest").join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["complete"], false, "an interrupted run must not look finished");
+    // The acquires the interrupt cut short are cancelled, not errors of the lock.
+    for b in summary["backends"].as_array().unwrap() {
+        for w in b["workloads"].as_array().into_iter().flatten() {
+            assert_eq!(w["errors"], 0, "{} {}: interrupted acquires counted as errors", b["name"], w["name"]);
+        }
+    }
+    // `check` judges what completed and says the history was interrupted.
+    let check = dlbench().arg("check").arg(dir.join("latest").join("history.jsonl")).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("(interrupted"), "check does not say interrupted:\n{text}");
+    assert_eq!(check.status.code(), Some(0), "the completed part of a fault-free run checks valid:\n{text}");
 }
 
 /// With `dlbench up` running, `dlbench lock` on each backend serializes two commands.

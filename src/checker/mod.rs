@@ -110,6 +110,38 @@ pub struct SegmentVerdict {
     pub workload: String,
     pub valid: Validity,
     pub results: Vec<CheckResult>,
+    /// Where an interrupt (Ctrl-C) cut the segment, in history nanoseconds: the checkers
+    /// judged what completed, and the acquires it cancelled kept their unknown-outcome window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_ns: Option<u64>,
+    /// Acquires the interrupt (or the phase's drain bound) cancelled: outcome unknown, not
+    /// errors of the lock.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cancelled: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl SegmentVerdict {
+    /// The verdict as one word, with "(interrupted)" when an interrupt cut the segment.
+    pub fn describe(&self) -> String {
+        match self.interrupted_ns {
+            Some(ns) => format!(
+                "{} (interrupted at {:.3}s: judged on what completed; {} cancelled acquire(s) kept their unknown-outcome window)",
+                self.valid,
+                ns as f64 / 1e9,
+                self.cancelled
+            ),
+            None => self.valid.to_string(),
+        }
+    }
+}
+
+/// Whether any segment was cut by an interrupt.
+pub fn interrupted<'a>(it: impl IntoIterator<Item = &'a SegmentVerdict>) -> bool {
+    it.into_iter().any(|v| v.interrupted_ns.is_some())
 }
 
 /// Run all checkers on a segment held in memory.
@@ -128,6 +160,8 @@ pub fn check(seg: &Segment) -> SegmentVerdict {
             workload,
             valid: Validity::Unknown,
             results: vec![CheckResult::new("history", Validity::Unknown, format!("could not sort the history for checking: {e}"))],
+            interrupted_ns: None,
+            cancelled: 0,
         }
     })
 }

@@ -152,6 +152,7 @@ impl History {
                     }
                     _ => h.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() }),
                 },
+                Record::Interrupted { .. } => {}
             }
         }
         for (i, o) in h.ops.iter().enumerate() {

@@ -295,6 +295,10 @@ pub struct SegmentStream {
     open: HashMap<u64, OpRecord>,
     /// Each process's granted lock on a key, until its release completes.
     holding: HashMap<(u64, u32), OpRecord>,
+    /// Where an interrupt cut the segment.
+    interrupted_ns: Option<u64>,
+    /// Acquires cancelled by the interrupt or the drain bound.
+    cancelled: u64,
 }
 
 fn by_key(a: &Stamped, b: &Stamped) -> Ordering {
@@ -309,7 +313,7 @@ impl SegmentStream {
             fencing_tokens: meta.as_ref().map(|m| m.fencing_tokens),
             ..Default::default()
         };
-        SegmentStream { meta, sorter, serial: 0, ctx, open: HashMap::new(), holding: HashMap::new() }
+        SegmentStream { meta, sorter, serial: 0, ctx, open: HashMap::new(), holding: HashMap::new(), interrupted_ns: None, cancelled: 0 }
     }
 
     fn emit(&mut self, at: u64, item: Item) -> std::io::Result<()> {
@@ -387,7 +391,13 @@ impl SegmentStream {
                 };
                 self.complete(*p, *ns, Outcome::Fail, None, contention)?;
             }
-            Record::Info { p, ns, .. } => self.complete(*p, *ns, Outcome::Info, None, false)?,
+            Record::Info { p, f, ns, error, .. } => {
+                if *f == Op::Acquire && error.contains(crate::driver::CANCELLED) && self.open.get(p).is_some_and(|o| o.f == Op::Acquire) {
+                    self.cancelled += 1;
+                }
+                self.complete(*p, *ns, Outcome::Info, None, false)?
+            }
+            Record::Interrupted { ns } => self.interrupted_ns = Some(self.interrupted_ns.map_or(*ns, |t| t.min(*ns))),
             Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost } => {
                 self.ctx.end_ns = self.ctx.end_ns.max(*exit);
                 self.ctx.sections += 1;
@@ -470,7 +480,7 @@ impl SegmentStream {
         let valid = results.iter().map(|r| r.valid).max().unwrap_or(Validity::Unknown);
         let (backend, workload) =
             self.meta.as_ref().map(|m| (m.backend.clone(), m.workload.clone())).unwrap_or_else(|| ("unknown".into(), "unknown".into()));
-        Ok(SegmentVerdict { backend, workload, valid, results })
+        Ok(SegmentVerdict { backend, workload, valid, results, interrupted_ns: self.interrupted_ns, cancelled: self.cancelled })
     }
 }
 
