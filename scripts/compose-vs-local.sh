@@ -43,7 +43,7 @@ python3 - "$out" "$REPEATS" <<'PY'
 import glob, json, sys
 out, n = sys.argv[1], int(sys.argv[2])
 def rates(side, i):
-    f = glob.glob(f"{out}/{side}-{i}/*/summary.json")
+    f = [p for p in glob.glob(f"{out}/{side}-{i}/*/summary.json") if "/latest/" not in p]
     if len(f) != 1:
         sys.exit(f"compose-vs-local: expected one summary.json under {out}/{side}-{i}, found {len(f)}")
     d = json.load(open(f[0]))

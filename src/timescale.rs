@@ -18,6 +18,8 @@ pub const VAR: &str = "DLBENCH_TIME_SCALE";
 pub fn factor() -> anyhow::Result<Option<f64>> {
     match std::env::var(VAR) {
         Err(_) => Ok(None),
+        // Compose passes the variable through empty when the host has none.
+        Ok(s) if s.trim().is_empty() => Ok(None),
         Ok(s) => match s.trim().parse::<f64>() {
             Ok(f) if f > 0.0 && f <= 1.0 => Ok(Some(f)),
             _ => anyhow::bail!("{VAR}={s:?}: give a factor in (0, 1], such as 0.1, or unset it"),
