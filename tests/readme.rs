@@ -193,8 +193,8 @@ fn host_commands_run_as_written() {
         }
     }
     drop(up);
-    assert!(ran >= 3, "only {ran} README commands ran");
     assert!(failures.is_empty(), "{} of {ran} README commands failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(ran >= 3, "only {ran} README commands ran");
 }
 
 fn ok(prog: &str, args: &[&str]) -> bool {
