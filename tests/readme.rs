@@ -7,7 +7,7 @@
 //! and `dlbench` resolves to that binary (its directory leads PATH); `cargo build --release
 //! && ` is dropped for the same reason. DLBENCH_TIME_SCALE=0.1
 //! shortens the runs after dlbench has validated them as written (src/timescale.rs), so an
-//! example refused as written is refused here too. Each line must exit 0.
+//! example refused as written is refused here too. Each line must exit 0 (see `# exit:`).
 //!
 //! A comment line `# needs: WHAT` marks the rest of its block:
 //! - `# needs: docker`: run by `docker_blocks_run_as_written` when a Docker engine and
@@ -15,8 +15,9 @@
 //!   (the docker commands set up what the dlbench lines use), under compose project
 //!   `dlbenchreadme`; otherwise it says SKIPPED.
 //! - `# needs: dlbench up --endpoints FILE`: the test starts that, waits for FILE, runs the
-//!   lines, then stops it.
-//! Any other `needs:` is listed as skipped. Lines that run no dlbench (`cargo test`, `sh
+//!   lines, then stops it (a remark in parentheses after FILE is ignored).
+//! Any other `needs:` is listed as skipped. `# exit: 0 1` (rest of the block) names the exit
+//! statuses a line may end with, for an example whose verdict may find a violation (exit 1). Lines that run no dlbench (`cargo test`, `sh
 //! scripts/setup.sh` alone) are not run here (`scripts/setup.sh` runs as part of a line that
 //! also runs dlbench).
 //!
@@ -40,6 +41,8 @@ struct Line {
     needs: Option<String>,
     /// The block's first line number (lines of one block run together).
     block: usize,
+    /// Exit statuses the README says this line may end with (`# exit: 0 1`); default 0.
+    exits: Vec<i32>,
 }
 
 fn runs_dlbench(l: &str) -> bool {
@@ -51,6 +54,7 @@ fn commands(readme: &str) -> Vec<Line> {
     let mut out = Vec::new();
     let mut block: Option<usize> = None;
     let mut needs = None;
+    let mut exits = vec![0];
     for (i, raw) in readme.lines().enumerate() {
         let l = raw.trim();
         if l.starts_with("```") {
@@ -60,6 +64,7 @@ fn commands(readme: &str) -> Vec<Line> {
                 Some(_) => None,
             };
             needs = None;
+            exits = vec![0];
             continue;
         }
         let Some(b) = block.filter(|&b| b > 0) else { continue };
@@ -67,10 +72,14 @@ fn commands(readme: &str) -> Vec<Line> {
             needs = Some(n.trim().to_string());
             continue;
         }
+        if let Some(e) = l.strip_prefix("# exit:") {
+            exits = e.split([' ', ',']).filter_map(|c| c.trim().parse().ok()).collect();
+            continue;
+        }
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
-        out.push(Line { at: i + 1, text: l.to_string(), needs: needs.clone(), block: b });
+        out.push(Line { at: i + 1, text: l.to_string(), needs: needs.clone(), block: b, exits: exits.clone() });
     }
     out
 }
@@ -117,7 +126,7 @@ fn run_line(line: &Line, compose_plugin: bool) -> Result<(), String> {
     eprintln!("README:{}: {}", line.at, line.text);
     let out = shell(line, compose_plugin).output().map_err(|e| format!("README:{}: cannot run sh: {e}", line.at))?;
     eprintln!("  -> {} in {:.1} s", out.status, started.elapsed().as_secs_f64());
-    if out.status.success() {
+    if out.status.code().is_some_and(|c| line.exits.contains(&c)) {
         return Ok(());
     }
     let err = String::from_utf8_lossy(&out.stderr);
@@ -137,7 +146,9 @@ impl Drop for Up {
 }
 
 fn start_up(needs: &str) -> Up {
-    let args: Vec<&str> = needs.split_whitespace().skip(1).collect();
+    // `dlbench up --endpoints FILE (a remark)`: the command is what precedes the remark.
+    let cmd = needs.split(" (").next().unwrap_or(needs);
+    let args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
     let file = args.iter().position(|a| *a == "--endpoints").and_then(|i| args.get(i + 1)).expect("`needs: dlbench up --endpoints FILE`");
     let path = repo().join(file);
     let _ = std::fs::remove_file(&path);
