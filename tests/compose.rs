@@ -127,13 +127,15 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
 
     // From inside the network: the bench service (README: `docker compose run --rm bench
     // run`) reaches the services by name and injects what the host run above does not: a tc
-    // partition between members, a Redlock node's wall clock moved through the shim.
+    // partition between members, a Redlock node's wall clock moved through the shim. A clock
+    // jump can let two Redlock holders in (it did in the first run of this test: 1 overlap,
+    // verdict unsafe, exit 1), so violations do not fail the run here; the faults must.
     run(compose().args(["--profile", "bench", "build", "bench"]));
     let rel = format!("results/compose-test-inside-{}", std::process::id());
     let host_dir = repo().join(&rel);
     let out = compose()
         .args(["run", "--rm", "-e", "DLBENCH_TIME_SCALE=", "bench", "run", "--backends", "etcd,redlock", "--workload", "hot-key"])
-        .args(["--nemesis", "partition,clock", "--nemesis-interval", "3s", "--duration", "14s", "--warmup", "0s", "--fencing", "off", "--out", &rel])
+        .args(["--nemesis", "partition,clock", "--nemesis-interval", "3s", "--duration", "14s", "--warmup", "0s", "--fencing", "off", "--no-fail-on-violation", "--out", &rel])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -149,6 +151,7 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
         let ev = events(b, f);
         assert!(ev.iter().any(|p| p == "start") && ev.iter().any(|p| p == "end"), "{b}: no {f} start and end from inside: {ev:?}");
     }
-    assert!(events("etcd", "clock").is_empty(), "etcd has no clock shim, yet a clock fault was recorded");
+    let etcd_clock = events("etcd", "clock");
+    assert!(!etcd_clock.is_empty() && etcd_clock.iter().all(|p| p == "skipped"), "etcd has no clock shim: its clock fault must be skipped, got {etcd_clock:?}");
     let _ = std::fs::remove_dir_all(&host_dir);
 }

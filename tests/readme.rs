@@ -188,7 +188,7 @@ fn host_commands_run_as_written() {
             None => {}
             Some(n) if n.starts_with("dlbench up ") => {
                 if up.as_ref().map(|(k, _)| k.as_str()) != Some(n) {
-                    up = None;
+                    drop(up.take()); // the previous `dlbench up` stops before the next starts
                     up = Some((n.to_string(), start_up(n)));
                 }
             }
