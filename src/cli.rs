@@ -150,7 +150,7 @@ struct SoakArgs {
     #[arg(long)]
     endpoints: Option<PathBuf>,
     /// The compose project holding the services.
-    #[arg(long, default_value = crate::cluster::compose::DEFAULT_PROJECT)]
+    #[arg(long, env = "COMPOSE_PROJECT_NAME", default_value = crate::cluster::compose::DEFAULT_PROJECT)]
     compose_project: String,
     /// Bound on reaching each endpoint and on each client's connection.
     #[arg(long, value_parser = duration, default_value = "5s")]
@@ -298,14 +298,15 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "auto")]
     history: HistoryMode,
     /// Where the servers are: local (dlbench starts them), compose (the services of
-    /// docker-compose.yml), external (the endpoints file given with --endpoints).
-    #[arg(long, default_value = "local", value_parser = ["local", "compose", "external"])]
+    /// docker-compose.yml), external (the endpoints file given with --endpoints). The
+    /// compose file's bench service sets DLBENCH_TARGET=compose.
+    #[arg(long, env = "DLBENCH_TARGET", default_value = "local", value_parser = ["local", "compose", "external"])]
     target: String,
     /// The endpoints file of an external target (see README: external target).
     #[arg(long)]
     endpoints: Option<PathBuf>,
     /// The compose project holding the services.
-    #[arg(long, default_value = crate::cluster::compose::DEFAULT_PROJECT)]
+    #[arg(long, env = "COMPOSE_PROJECT_NAME", default_value = crate::cluster::compose::DEFAULT_PROJECT)]
     compose_project: String,
     /// Let an external target's endpoints be off this machine (by default only loopback).
     #[arg(long)]
@@ -493,7 +494,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run(a) => {
             install_signals(cancel.clone());
-            crate::run::run(run_plan(a)?, cancel).await
+            let mut plan = run_plan(a)?;
+            // Validated as written, then shortened when DLBENCH_TIME_SCALE asks (README test).
+            plan.validate()?;
+            crate::timescale::scale_run(&mut plan)?;
+            crate::run::run(plan, cancel).await
         }
         Command::Soak(a) => {
             install_signals(cancel.clone());
@@ -534,7 +539,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Calibrate(a) => {
             install_signals(cancel.clone());
-            let args = crate::calibrate::CalibrateArgs { connections: a.connections, seconds: a.seconds, out: a.out };
+            let args = crate::calibrate::CalibrateArgs { connections: a.connections, seconds: crate::timescale::scale_seconds(a.seconds)?, out: a.out };
             let done = crate::calibrate::command(args, cancel).await?;
             // Rendering is the command line's: calibrate measures and writes summary.json.
             if let Err(e) = crate::report::render(&done.run_dir) {

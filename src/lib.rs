@@ -40,6 +40,7 @@ pub mod soak;
 pub mod stats;
 pub mod summary;
 pub mod synthetic;
+pub mod timescale;
 pub mod up;
 pub mod util;
 pub mod verdict;

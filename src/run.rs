@@ -127,8 +127,10 @@ async fn bring_up(plan: &RunPlan, dir: &RunDir, real: &[BackendKind]) -> anyhow:
             Running::Local(Arc::new(LocalTarget::start(&dir.path, real, plan.target_options()).await?))
         }
         TargetChoice::Compose { project } => {
-            eprintln!("dlbench: using compose project {project} for {}", names(real));
-            Running::Compose(Arc::new(ComposeTarget::discover(project, real, plan.timeouts.connect).await?))
+            let t = ComposeTarget::discover(project, real, plan.timeouts.connect).await?;
+            let via = if t.inside() { "by name, inside its network" } else { "through its published ports" };
+            eprintln!("dlbench: using compose project {} for {} ({via})", t.project(), names(real));
+            Running::Compose(Arc::new(t))
         }
         TargetChoice::External { endpoints, allow_remote } => {
             let e = Endpoints::load(endpoints)?;

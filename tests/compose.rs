@@ -124,4 +124,34 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
     assert!(ps.lines().count() >= 13 && ps.lines().all(|l| l.ends_with("running")), "not all running after the run:\n{ps}");
+
+    // From inside the network: the bench service (README: `docker compose run --rm bench
+    // run`) reaches the services by name and injects what the host run above does not: a tc
+    // partition between members, a Redlock node's wall clock moved through the shim. A clock
+    // jump can let two Redlock holders in (it did in the first run of this test: 1 overlap,
+    // verdict unsafe, exit 1), so violations do not fail the run here; the faults must.
+    run(compose().args(["--profile", "bench", "build", "bench"]));
+    let rel = format!("results/compose-test-inside-{}", std::process::id());
+    let host_dir = repo().join(&rel);
+    let out = compose()
+        .args(["run", "--rm", "-e", "DLBENCH_TIME_SCALE=", "bench", "run", "--backends", "etcd,redlock", "--workload", "hot-key"])
+        .args(["--nemesis", "partition,clock", "--nemesis-interval", "3s", "--duration", "14s", "--warmup", "0s", "--fencing", "off", "--no-fail-on-violation", "--out", &rel])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench service run failed:\n{}\n{stderr}", String::from_utf8_lossy(&out.stdout));
+    assert!(stderr.contains(&format!("using compose project {PROJECT} for etcd, redlock (by name, inside its network)")), "not run from inside the network:\n{stderr}");
+    let summary = std::fs::read_dir(&host_dir).unwrap().flatten().map(|e| e.path().join("summary.json")).find(|p| p.is_file()).expect("summary.json of the bench run");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let events = |b: &str, f: &str| -> Vec<String> {
+        let s = summary["backends"].as_array().unwrap().iter().find(|x| x["name"] == b).unwrap();
+        s["nemesis"].as_array().unwrap().iter().filter(|e| e["f"] == f).map(|e| e["phase"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    for (b, f) in [("etcd", "partition"), ("redlock", "partition"), ("redlock", "clock")] {
+        let ev = events(b, f);
+        assert!(ev.iter().any(|p| p == "start") && ev.iter().any(|p| p == "end"), "{b}: no {f} start and end from inside: {ev:?}");
+    }
+    let etcd_clock = events("etcd", "clock");
+    assert!(!etcd_clock.is_empty() && etcd_clock.iter().all(|p| p == "skipped"), "etcd has no clock shim: its clock fault must be skipped, got {etcd_clock:?}");
+    let _ = std::fs::remove_dir_all(&host_dir);
 }

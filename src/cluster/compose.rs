@@ -1,6 +1,14 @@
 //! The `compose` target: the services of `docker-compose.yml`, found through Docker by their
 //! compose labels, health-waited, and broken and mended with `docker` commands.
 //!
+//! Two places to run from: the host, through the ports the services publish on 127.0.0.1,
+//! or the compose file's `bench` service (DLBENCH_COMPOSE_INSIDE=1), on the project network,
+//! by service name, with no port proxy between client and server. The faults are the same
+//! from both: `docker kill`/`start`, `pause`/`unpause`, `network disconnect` (isolate),
+//! `tc` in the server containers (`partition`: drop packets between the two sides, clients
+//! still reach both; `delay`: netem on the node's egress), and the clock shim the redlock
+//! services preload (`clock`: `docker exec` writes the offset file).
+//!
 //! Service names map to backends: `etcd*` etcd, `zk*` ZooKeeper, `redis` Redis (and
 //! `redis-replica`, its replica), `redlock*` Redlock, `postgres` PostgreSQL. Every published
 //! port must be bound to 127.0.0.1.
@@ -27,6 +35,8 @@ struct Service {
     endpoint: String,
     network: String,
     replica: bool,
+    /// The clock shim's offset file inside the container (DLBENCH_CLOCK_FILE), if any.
+    clock_file: Option<String>,
 }
 
 pub struct ComposeTarget {
@@ -35,6 +45,12 @@ pub struct ComposeTarget {
     endpoints: Endpoints,
     /// Containers the nemesis disconnected, to reconnect on heal.
     disconnected: Mutex<Vec<usize>>,
+    /// Containers the nemesis gave a tc qdisc (delay, partition), to clear on heal.
+    shaped: Mutex<Vec<usize>>,
+    /// Running inside the project network (the bench service).
+    inside: bool,
+    /// Why the delay fault is unavailable: the kernel has no netem qdisc (found at discovery).
+    no_netem: Option<String>,
     /// Bound on each probe of a service (`--connect-timeout`).
     within: Duration,
 }
@@ -50,6 +66,40 @@ async fn docker(args: &[&str]) -> Result<String, String> {
         let err = String::from_utf8_lossy(&out.stderr);
         Err(format!("docker {}: {}", args.join(" "), err.lines().next().unwrap_or("").trim()))
     }
+}
+
+/// Set in the compose file's bench service: dlbench runs in a container on the project
+/// network.
+pub const INSIDE_VAR: &str = "DLBENCH_COMPOSE_INSIDE";
+
+fn inside() -> bool {
+    std::env::var(INSIDE_VAR).is_ok_and(|v| v == "1")
+}
+
+/// Inside the bench container: the compose project it belongs to, from its own labels.
+async fn own_project() -> Result<String, String> {
+    let host = std::fs::read_to_string("/etc/hostname").map_err(|e| format!("cannot read /etc/hostname: {e}"))?;
+    let p = docker(&["inspect", "--format", "{{index .Config.Labels \"com.docker.compose.project\"}}", host.trim()]).await?;
+    let p = p.trim().to_string();
+    if p.is_empty() {
+        return Err(format!("{INSIDE_VAR}=1, but container {} has no compose project label: run it as `docker compose run --rm bench ...`", host.trim()));
+    }
+    Ok(p)
+}
+
+/// Run `script` in the container with `$dev` set to its network interface (the one its
+/// default route uses), for tc.
+async fn in_container(container: &str, script: &str) -> Result<String, String> {
+    let full = format!("dev=$(ip -o -4 route show to default | awk '{{print $5; exit}}'); [ -n \"$dev\" ] || dev=eth0; {script}");
+    docker(&["exec", container, "sh", "-c", &full]).await.map_err(|e| {
+        if e.contains("not found") {
+            format!("{e} (the image has no tc: rebuild it, `docker compose build`, which installs iproute2)")
+        } else if e.contains("Operation not permitted") {
+            format!("{e} (tc needs cap_add: [NET_ADMIN], as docker-compose.yml gives every server)")
+        } else {
+            e
+        }
+    })
 }
 
 fn classify(service: &str) -> Option<(BackendKind, u16, bool)> {
@@ -68,6 +118,14 @@ impl ComposeTarget {
     /// Find the project's services for `backends` and wait until they are healthy.
     /// `within` bounds each probe of a service (the run's `--connect-timeout`).
     pub async fn discover(project: &str, backends: &[BackendKind], within: Duration) -> anyhow::Result<ComposeTarget> {
+        let inside = inside();
+        let own;
+        let project = if inside {
+            own = own_project().await.map_err(anyhow::Error::msg)?;
+            own.as_str()
+        } else {
+            project
+        };
         let names = docker(&["ps", "-a", "--filter", &format!("label=com.docker.compose.project={project}"), "--format", "{{.Names}}"])
             .await
             .map_err(anyhow::Error::msg)?;
@@ -86,6 +144,20 @@ impl ComposeTarget {
                 continue;
             }
             let container = c["Name"].as_str().unwrap_or_default().trim_start_matches('/').to_string();
+            let network = c["NetworkSettings"]["Networks"].as_object().and_then(|m| m.keys().next().cloned()).unwrap_or_default();
+            let clock_file = c["Config"]["Env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.as_str()?.strip_prefix("DLBENCH_CLOCK_FILE="))
+                .next()
+                .map(str::to_string);
+            if inside {
+                // By name on the project network: no published port, no proxy.
+                let endpoint = format!("{service}:{port}");
+                services.push(Service { index: 0, backend, service, container, endpoint, network, replica, clock_file });
+                continue;
+            }
             let binding = &c["HostConfig"]["PortBindings"][format!("{port}/tcp")][0];
             let host_port = binding["HostPort"].as_str().unwrap_or_default();
             let host_ip = binding["HostIp"].as_str().unwrap_or_default();
@@ -95,8 +167,7 @@ impl ComposeTarget {
             if host_ip != "127.0.0.1" {
                 anyhow::bail!("compose service {service} publishes port {port} on {host_ip:?}: dlbench only talks to 127.0.0.1 (publish it as \"127.0.0.1:{host_port}:{port}\")");
             }
-            let network = c["NetworkSettings"]["Networks"].as_object().and_then(|m| m.keys().next().cloned()).unwrap_or_default();
-            services.push(Service { index: 0, backend, service, container, endpoint: format!("127.0.0.1:{host_port}"), network, replica });
+            services.push(Service { index: 0, backend, service, container, endpoint: format!("127.0.0.1:{host_port}"), network, replica, clock_file });
         }
         services.sort_by(|a, b| (a.backend, a.replica, &a.service).cmp(&(b.backend, b.replica, &b.service)));
         for (i, s) in services.iter_mut().enumerate() {
@@ -115,7 +186,9 @@ impl ComposeTarget {
             }
             endpoints.set(k, sec);
         }
-        let t = ComposeTarget { project: project.to_string(), services, endpoints, disconnected: Mutex::default(), within };
+        let t = ComposeTarget { project: project.to_string(), services, endpoints, disconnected: Mutex::default(), shaped: Mutex::default(), inside, no_netem: None, within };
+        let mut t = t;
+        t.no_netem = t.probe_netem().await;
         for &k in backends {
             t.wait_healthy(k).await.map_err(anyhow::Error::msg)?;
         }
@@ -128,6 +201,48 @@ impl ComposeTarget {
 
     pub fn project(&self) -> &str {
         &self.project
+    }
+
+    /// Whether this run talks to the services from inside the project network.
+    pub fn inside(&self) -> bool {
+        self.inside
+    }
+
+    /// Whether tc netem works in the containers (tried on the loopback device of one).
+    async fn probe_netem(&self) -> Option<String> {
+        let s = self.services.first()?;
+        match docker(&["exec", &s.container, "sh", "-c", "tc qdisc add dev lo root netem delay 1ms && tc qdisc del dev lo root"]).await {
+            Ok(_) => None,
+            Err(e) if e.contains("unknown") => Some("this machine's kernel has no netem qdisc (sch_netem), which the compose delay fault uses".into()),
+            Err(e) => Some(format!("tc netem does not work in {}: {e} (rebuild the images with `docker compose build`; they need iproute2 and NET_ADMIN)", s.service)),
+        }
+    }
+
+    /// A container's address on its project network, now (a restart may change it).
+    async fn ip(&self, s: &Service) -> Result<String, String> {
+        let f = format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", s.network);
+        let ip = docker(&["inspect", "--format", &f, &s.container]).await?.trim().to_string();
+        if ip.is_empty() || ip == "<no value>" {
+            return Err(format!("{} has no address on network {}", s.service, s.network));
+        }
+        Ok(ip)
+    }
+
+    /// Drop every packet `s` sends to `to`: u32 filters send them to an htb class whose
+    /// queue holds nothing (pfifo limit 0). Not `action drop`, which needs act_gact, nor a
+    /// prio qdisc: kernels without those modules (this project's CI machine) have htb.
+    async fn drop_to(&self, s: &Service, to: &[String]) -> Result<(), String> {
+        let mut script = String::from(
+            "tc qdisc replace dev \"$dev\" root handle 1: htb default 10 2>/dev/null \
+             && tc class add dev \"$dev\" parent 1: classid 1:10 htb rate 10gbit 2>/dev/null \
+             && tc class add dev \"$dev\" parent 1: classid 1:20 htb rate 10gbit 2>/dev/null \
+             && tc qdisc add dev \"$dev\" parent 1:20 handle 20: pfifo limit 0",
+        );
+        for ip in to {
+            script.push_str(&format!(" && tc filter add dev \"$dev\" parent 1: protocol ip prio 1 u32 match ip dst {ip}/32 flowid 1:20"));
+        }
+        self.shaped.lock().unwrap().push(s.index);
+        in_container(&s.container, &script).await.map(|_| ())
     }
 
     fn of(&self, k: BackendKind) -> Vec<&Service> {
@@ -169,12 +284,12 @@ impl Faults for ComposeTarget {
         self.of(kind).into_iter().filter(|s| !s.replica).map(node_ref).collect()
     }
 
-    fn cannot(&self, _kind: BackendKind, fault: FaultKind) -> Option<String> {
+    fn cannot(&self, kind: BackendKind, fault: FaultKind) -> Option<String> {
         match fault {
-            FaultKind::Kill | FaultKind::Pause | FaultKind::Isolate => None,
-            FaultKind::Partition => Some("on compose a partition cuts a node off entirely (docker network disconnect): use isolate".into()),
-            FaultKind::Delay => Some("traffic delay is not available on compose".into()),
-            FaultKind::Clock => Some("clock faults are not available on compose".into()),
+            FaultKind::Kill | FaultKind::Pause | FaultKind::Isolate | FaultKind::Partition => None,
+            FaultKind::Delay => self.no_netem.clone(),
+            FaultKind::Clock => (!self.of(kind).iter().any(|s| s.clock_file.is_some()))
+                .then(|| format!("no {kind} service runs under the clock shim (docker-compose.yml preloads it into the redlock services)")),
             FaultKind::Failover => Some("failover is not available on compose".into()),
         }
     }
@@ -202,7 +317,22 @@ impl Faults for ComposeTarget {
         docker(&["unpause", &self.by_ref(n).container]).await.map(|_| ())
     }
 
-    async fn cut(&self, targets: &[NodeRef], _rest: &[NodeRef], _isolate: bool) -> Result<(), String> {
+    async fn cut(&self, targets: &[NodeRef], rest: &[NodeRef], isolate: bool) -> Result<(), String> {
+        if !isolate {
+            // Partition: the two sides drop each other's packets; clients reach both.
+            let mut ips = std::collections::HashMap::new();
+            for n in targets.iter().chain(rest) {
+                ips.insert(n.index, self.ip(self.by_ref(n)).await?);
+            }
+            let side = |ns: &[NodeRef]| ns.iter().map(|n| ips[&n.index].clone()).collect::<Vec<_>>();
+            for n in targets {
+                self.drop_to(self.by_ref(n), &side(rest)).await?;
+            }
+            for n in rest {
+                self.drop_to(self.by_ref(n), &side(targets)).await?;
+            }
+            return Ok(());
+        }
         for n in targets {
             let s = self.by_ref(n);
             docker(&["network", "disconnect", &s.network, &s.container]).await?;
@@ -211,7 +341,30 @@ impl Faults for ComposeTarget {
         Ok(())
     }
 
+    async fn slow(&self, targets: &[NodeRef], d: Duration) -> Result<(), String> {
+        for n in targets {
+            let s = self.by_ref(n);
+            self.shaped.lock().unwrap().push(s.index);
+            in_container(&s.container, &format!("tc qdisc replace dev \"$dev\" root netem delay {}ms", d.as_millis())).await?;
+        }
+        Ok(())
+    }
+
+    async fn shift_clock(&self, n: &NodeRef, ms: i64) -> Result<(), String> {
+        let s = self.by_ref(n);
+        let f = s.clock_file.as_ref().ok_or_else(|| format!("{} does not run under the clock shim", s.service))?;
+        docker(&["exec", &s.container, "sh", "-c", &format!("echo {ms} > {f}.tmp && mv {f}.tmp {f}")]).await.map(|_| ())
+    }
+
     async fn heal_network(&self) -> Result<(), String> {
+        let mut shaped: Vec<usize> = std::mem::take(&mut *self.shaped.lock().unwrap());
+        shaped.sort_unstable();
+        shaped.dedup();
+        for i in shaped {
+            let s = &self.services[i];
+            // A container restarted since has a fresh network namespace, and no qdisc.
+            let _ = in_container(&s.container, "tc qdisc del dev \"$dev\" root 2>/dev/null || true").await;
+        }
         let cut: Vec<usize> = std::mem::take(&mut *self.disconnected.lock().unwrap());
         for i in cut {
             let s = &self.services[i];
@@ -222,7 +375,7 @@ impl Faults for ComposeTarget {
     }
 
     async fn heal_all(&self, kind: BackendKind) -> Result<(), String> {
-        self.heal_network().await?;
+        // Running and resumed first: tc and the clock file need `docker exec`.
         for s in self.of(kind) {
             let state = docker(&["inspect", "--format", "{{.State.Running}} {{.State.Paused}}", &s.container]).await?;
             match state.trim() {
@@ -230,6 +383,10 @@ impl Faults for ComposeTarget {
                 "false false" => drop(docker(&["start", &s.container]).await?),
                 _ => {}
             }
+        }
+        self.heal_network().await?;
+        for s in self.of(kind).into_iter().filter(|s| s.clock_file.is_some()) {
+            self.shift_clock(&node_ref(s), 0).await?;
         }
         self.wait_healthy(kind).await
     }

@@ -1,0 +1,68 @@
+//! `DLBENCH_TIME_SCALE`: shorten a run's time lengths by a factor, after the plan has been
+//! validated as written. tests/readme.rs sets it to run every command the README shows
+//! quickly: a documented example that would be refused as written is refused here too
+//! (validation sees the lengths you typed), and one that runs, runs shorter.
+//!
+//! Scaled: each phase's duration and warm-up, the nemesis interval, calibrate's --seconds.
+//! Floors keep a scaled run meaningful: a phase lasts at least 500 ms, the nemesis interval
+//! stays at least 2 s (or what was given, if less) and a phase under faults at least two intervals, calibrate's
+//! measurements at least 1 s. Nothing else (TTLs, timeouts, holds) changes.
+
+use std::time::Duration;
+
+use crate::run::RunPlan;
+
+pub const VAR: &str = "DLBENCH_TIME_SCALE";
+
+/// The factor, when the variable is set; a value outside (0, 1] is refused.
+pub fn factor() -> anyhow::Result<Option<f64>> {
+    match std::env::var(VAR) {
+        Err(_) => Ok(None),
+        // Compose passes the variable through empty when the host has none.
+        Ok(s) if s.trim().is_empty() => Ok(None),
+        Ok(s) => match s.trim().parse::<f64>() {
+            Ok(f) if f > 0.0 && f <= 1.0 => Ok(Some(f)),
+            _ => anyhow::bail!("{VAR}={s:?}: give a factor in (0, 1], such as 0.1, or unset it"),
+        },
+    }
+}
+
+fn times(d: Duration, f: f64, floor: Duration) -> Duration {
+    d.mul_f64(f).max(floor.min(d))
+}
+
+/// Shorten a validated run plan (no-op without the variable).
+pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
+    let Some(f) = factor()? else { return Ok(()) };
+    plan.nemesis_interval = times(plan.nemesis_interval, f, Duration::from_secs(2));
+    for w in &mut plan.phases {
+        w.duration = times(w.duration, f, Duration::from_millis(500));
+        w.warmup = w.warmup.mul_f64(f);
+        if !plan.nemesis.is_empty() {
+            w.duration = w.duration.max(plan.nemesis_interval * 2);
+        }
+    }
+    eprintln!("dlbench: {VAR}={f}: phases and faults shortened (README test mode)");
+    Ok(())
+}
+
+/// Shorten calibrate's measurement length.
+pub fn scale_seconds(seconds: Duration) -> anyhow::Result<Duration> {
+    Ok(match factor()? {
+        Some(f) => times(seconds, f, Duration::from_secs(1)),
+        None => seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floors_hold_and_nothing_grows() {
+        assert_eq!(times(Duration::from_secs(30), 0.1, Duration::from_secs(2)), Duration::from_secs(3));
+        assert_eq!(times(Duration::from_secs(10), 0.1, Duration::from_secs(2)), Duration::from_secs(2));
+        assert_eq!(times(Duration::from_secs(1), 0.1, Duration::from_secs(2)), Duration::from_secs(1));
+        assert_eq!(times(Duration::from_millis(300), 0.1, Duration::from_millis(500)), Duration::from_millis(300));
+    }
+}
