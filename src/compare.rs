@@ -177,15 +177,25 @@ fn phases(s: &Summary) -> Vec<(Key, Vec<&WorkloadSummary>)> {
     out
 }
 
-/// What a plan is, per phase: the fields both sides must agree on.
-fn plan_of(s: &Summary) -> std::collections::BTreeSet<String> {
+/// What a plan is, per phase: the fields both sides must agree on. Summaries written before
+/// hold and duration were recorded leave those two out (`full` false), on both sides.
+fn plan_of(s: &Summary, full: bool) -> std::collections::BTreeSet<String> {
     let mut p = std::collections::BTreeSet::new();
     for b in &s.backends {
         for w in &b.workloads {
-            p.insert(format!("{} (clients {}, keys {}, hold {}, duration {}s)", w.name, w.clients, w.keys, if w.hold.is_empty() { "?" } else { &w.hold }, w.duration_s));
+            let mut x = format!("{} (clients {}, keys {}", w.name, w.clients, w.keys);
+            if full {
+                x.push_str(&format!(", hold {}, duration {}s", w.hold, w.duration_s));
+            }
+            x.push(')');
+            p.insert(x);
         }
     }
     p
+}
+
+fn records_hold(s: &Summary) -> bool {
+    s.backends.iter().flat_map(|b| &b.workloads).all(|w| !w.hold.is_empty())
 }
 
 /// Everything that makes two runs incomparable, each named; empty when they compare.
@@ -207,7 +217,8 @@ pub fn mismatches(base: &Summary, new: &Summary) -> Vec<String> {
     if base.complete != new.complete {
         out.push(format!("completeness ({} vs {})", state(base), state(new)));
     }
-    let (pb, pn) = (plan_of(base), plan_of(new));
+    let full = records_hold(base) && records_hold(new);
+    let (pb, pn) = (plan_of(base, full), plan_of(new, full));
     if pb != pn {
         let only = |a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSet<String>| a.difference(b).cloned().collect::<Vec<_>>().join("; ");
         out.push(format!("plan (base has {}, new has {})", or_none(only(&pb, &pn)), or_none(only(&pn, &pb))));
