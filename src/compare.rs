@@ -61,6 +61,8 @@ pub enum Change {
 
 /// Samples per side below which the thresholds alone decide.
 pub const MIN_SAMPLES: usize = 3;
+/// A latency change smaller than this (µs) never counts, whatever its relative size.
+pub const LATENCY_FLOOR_US: f64 = 50.0;
 /// The test's significance level (two-sided).
 pub const ALPHA: f64 = 0.05;
 
@@ -382,7 +384,13 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             let (b, n) = (median(&xs), median(&ys));
             let pct = if b != 0.0 { Some((n - b) / b.abs() * 100.0) } else { None };
             let limit = t.get(*m).copied().unwrap_or(50.0);
-            let abs_ok = *m != "errors" || (n - b).abs() >= 10.0;
+            // Minimum absolute effects: 10 errors; 50 µs of latency (below it a relative
+            // change is the histogram's microsecond resolution, e.g. 1 µs -> 2 µs is +100%).
+            let abs_ok = match *m {
+                "errors" => (n - b).abs() >= 10.0,
+                m if m.ends_with("_us") => (n - b).abs() >= LATENCY_FLOOR_US,
+                _ => true,
+            };
             let beyond = match (pct, better) {
                 _ if !abs_ok => Change::Unchanged,
                 // For availability the threshold is in percentage points.
@@ -409,6 +417,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             let unit = if *m == "availability_pct" { " points" } else { "%" };
             let (verdict, note) = match p_value {
                 Some(p) if p >= ALPHA => (Change::Unchanged, format!("within noise (p = {p:.2})")),
+                _ if !abs_ok && m.ends_with("_us") => (Change::Unchanged, format!("within threshold (under {LATENCY_FLOOR_US} µs)")),
                 _ if beyond == Change::Unchanged => (Change::Unchanged, format!("within threshold ({limit}{unit})")),
                 _ => (beyond, String::new()),
             };
@@ -640,6 +649,19 @@ mod tests {
         let c = compare(&base, &slight, &t);
         assert_eq!(c.regressions, 0);
         assert!(markdown(&c).contains("within threshold"), "{}", markdown(&c));
+    }
+
+    /// 1 µs -> 2 µs at p50 is +100% but below the latency floor: not a regression.
+    #[test]
+    fn microsecond_latencies_are_not_regressions() {
+        let t = thresholds(&[]).unwrap();
+        let mut a = summary(1000.0, 0);
+        let mut b = summary(1000.0, 0);
+        a.backends[0].workloads[0].acquire_latency_us.p50 = 1;
+        b.backends[0].workloads[0].acquire_latency_us.p50 = 2;
+        assert_eq!(compare(&a, &b, &t).regressions, 0);
+        b.backends[0].workloads[0].acquire_latency_us.p50 = 2000;
+        assert_eq!(compare(&a, &b, &t).regressions, 1, "2 ms is well past the floor");
     }
 
     #[test]
