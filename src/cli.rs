@@ -80,6 +80,10 @@ struct CompareArgs {
     /// Also write the Markdown to this file (for a pull-request comment).
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Compare even when the runs differ in plan, backends, target, completeness or
+    /// machine (by default exit 2 naming the difference); the output says so.
+    #[arg(long)]
+    allow_mismatch: bool,
 }
 
 #[derive(Args, Debug)]
@@ -209,6 +213,7 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         connect_timeout: a.connect_timeout,
         connections: a.connections,
         no_fail_on_violation: true,
+        repeat: 1,
     };
     let mut plan = run_plan(run)?;
     plan.soak = Some(crate::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
@@ -323,6 +328,10 @@ struct RunArgs {
     /// exploratory runs.
     #[arg(long)]
     no_fail_on_violation: bool,
+    /// Run every phase this many times, interleaved across backends (all backends' phases,
+    /// then again), so that `compare` can judge a change against the spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
 }
 
 #[derive(Args, Debug)]
@@ -459,6 +468,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         fencing: a.fencing,
         history: a.history,
         fail_on_violation: !a.no_fail_on_violation,
+        repeat: a.repeat,
         soak: None,
     })
 }
@@ -526,7 +536,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Compare(a) => {
             let t = crate::compare::thresholds(&a.thresholds)?;
-            let c = crate::compare::compare(&crate::compare::load(&a.base)?, &crate::compare::load(&a.new)?, &t);
+            let c = crate::compare::compare_checked(&crate::compare::load(&a.base)?, &crate::compare::load(&a.new)?, &t, a.allow_mismatch)?;
             let md = crate::compare::markdown(&c);
             print!("{md}");
             if let Some(p) = &a.json {

@@ -1,5 +1,19 @@
-//! `dlbench compare BASE NEW`: per backend and metric, how much changed and whether that is
-//! an improvement, noise, or a regression; any new safety violation is always a regression.
+//! `dlbench compare BASE NEW`: per backend, workload and client count (never pooled over
+//! workloads), per metric, how much changed and whether that is an improvement, noise, or a
+//! regression; any new safety violation is always a regression.
+//!
+//! Two runs are compared only when they can be: the same plans (workload, clients, keys,
+//! hold, duration), backends, target, completeness and machine (cores, hostname, kernel);
+//! otherwise `compare` refuses with one line naming what differs (`--allow-mismatch`
+//! compares anyway and says so).
+//!
+//! **The decision.** With `run --repeat N` each phase has N samples per side. When both
+//! sides have at least [`MIN_SAMPLES`], a metric changed only if the two samples differ by
+//! a two-sided Mann-Whitney U test at [`ALPHA`] (exact distribution, ties counted half) *and*
+//! the medians differ by more than the metric's threshold: the thresholds stay as minimum
+//! effect sizes. A change the test cannot tell from the spread is "within noise"; a real
+//! but small one is "within threshold". With fewer samples (one run per side) only the
+//! thresholds decide, and the output says there was no spread to judge by.
 //!
 //! Thresholds are relative changes, set per metric; the defaults are wide because a shared
 //! 2-core machine moves throughput by 10-20% from one run to the next. Count metrics
@@ -10,7 +24,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::summary::{BackendSummary, Summary};
+use crate::summary::{Summary, WorkloadSummary};
 
 /// Which way is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,14 +59,32 @@ pub enum Change {
     Regressed,
 }
 
+/// Samples per side below which the thresholds alone decide.
+pub const MIN_SAMPLES: usize = 3;
+/// A latency change smaller than this (µs) never counts, whatever its relative size.
+pub const LATENCY_FLOOR_US: f64 = 50.0;
+/// The test's significance level (two-sided).
+pub const ALPHA: f64 = 0.05;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     pub backend: String,
+    #[serde(default)]
+    pub workload: String,
+    #[serde(default)]
+    pub clients: usize,
     pub metric: String,
+    /// The medians over the repeats (the value, with one run per side).
     pub base: Option<f64>,
     pub new: Option<f64>,
-    /// Relative change in percent, when both exist and the base is not zero.
+    /// Samples on each side.
+    #[serde(default)]
+    pub samples: (usize, usize),
+    /// Relative change of the medians in percent, when both exist and the base is not zero.
     pub change_pct: Option<f64>,
+    /// The Mann-Whitney U test's two-sided p-value, when both sides had enough samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
     pub verdict: Change,
     /// A safety regression fails the comparison whatever the thresholds.
     pub safety: bool,
@@ -65,6 +97,12 @@ pub struct Comparison {
     pub base: String,
     pub new: String,
     pub thresholds_pct: BTreeMap<String, f64>,
+    /// What differs between the runs; non-empty only with `--allow-mismatch`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<String>,
+    /// The fewest samples any compared phase had on either side.
+    #[serde(default)]
+    pub min_samples: usize,
     pub rows: Vec<Row>,
     pub regressions: usize,
     pub safety_regressions: usize,
@@ -91,30 +129,30 @@ pub fn load(p: &Path) -> anyhow::Result<Summary> {
     serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{} is not a dlbench summary: {e}", file.display()))
 }
 
-fn metric(b: &BackendSummary, m: &str) -> Option<f64> {
-    let a = b.availability.as_ref();
+fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
+    let a = w.availability.as_ref();
     Some(match m {
-        "ops_per_sec" => b.ops_per_sec,
-        "acquire_p50_us" => b.acquire_latency_us.p50 as f64,
-        "acquire_p99_us" => b.acquire_latency_us.p99 as f64,
-        "acquire_p999_us" => b.acquire_latency_us.p999 as f64,
-        "release_p99_us" => b.release_latency_us.p99 as f64,
-        "handoff_p50_us" if b.handoff_latency_us.count > 0 => b.handoff_latency_us.p50 as f64,
-        "errors" => b.errors as f64,
+        "ops_per_sec" => w.ops_per_sec,
+        "acquire_p50_us" => w.acquire_latency_us.p50 as f64,
+        "acquire_p99_us" => w.acquire_latency_us.p99 as f64,
+        "acquire_p999_us" => w.acquire_latency_us.p999 as f64,
+        "release_p99_us" => w.release_latency_us.p99 as f64,
+        "handoff_p50_us" if w.handoff_latency_us.count > 0 => w.handoff_latency_us.p50 as f64,
+        "errors" => w.errors as f64,
         "availability_pct" => a?.success_seconds_pct,
         "longest_gap_ms" => a?.longest_gap_ms as f64,
         "recovery_ms" => a?.recovery_ms as f64,
-        "overlaps" => b.overlaps as f64,
-        "lost_updates" => b.lost_updates as f64,
-        "lost_updates_fenced" => b.lost_updates_fenced as f64,
+        "overlaps" => w.overlaps as f64,
+        "lost_updates" => w.lost_updates as f64,
+        "lost_updates_fenced" => w.lost_updates_fenced as f64,
         _ => return None,
     })
 }
 
 /// Worse verdicts rank higher: safe, safe with fencing, unknown (nothing could be decided),
 /// fencing broken, unsafe.
-fn safety_rank(b: &BackendSummary) -> u8 {
-    match b.verdict.as_ref().map(|v| v.safety.as_str()) {
+fn safety_rank(w: &WorkloadSummary) -> u8 {
+    match w.verdict.as_ref().map(|v| v.safety.as_str()) {
         Some("safe") | None => 0,
         Some("safe with fencing") => 1,
         Some("unknown") => 2,
@@ -123,28 +161,246 @@ fn safety_rank(b: &BackendSummary) -> u8 {
     }
 }
 
+/// A phase's identity in a comparison: backend, workload, clients.
+type Key = (String, String, usize);
+
+/// The phases of a run by key, in run order; every repeat of a phase under its key.
+fn phases(s: &Summary) -> Vec<(Key, Vec<&WorkloadSummary>)> {
+    let mut out: Vec<(Key, Vec<&WorkloadSummary>)> = Vec::new();
+    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
+        for w in &b.workloads {
+            let k = (b.name.clone(), w.name.clone(), w.clients);
+            match out.iter_mut().find(|(x, _)| *x == k) {
+                Some((_, v)) => v.push(w),
+                None => out.push((k, vec![w])),
+            }
+        }
+    }
+    out
+}
+
+/// What a plan is, per phase: the fields both sides must agree on. Summaries written before
+/// hold and duration were recorded leave those two out (`full` false), on both sides.
+fn plan_of(s: &Summary, full: bool) -> std::collections::BTreeSet<String> {
+    let mut p = std::collections::BTreeSet::new();
+    for b in &s.backends {
+        for w in &b.workloads {
+            let mut x = format!("{} (clients {}, keys {}", w.name, w.clients, w.keys);
+            if full {
+                x.push_str(&format!(", hold {}, duration {}s", w.hold, w.duration_s));
+            }
+            x.push(')');
+            p.insert(x);
+        }
+    }
+    p
+}
+
+fn records_hold(s: &Summary) -> bool {
+    s.backends.iter().flat_map(|b| &b.workloads).all(|w| !w.hold.is_empty())
+}
+
+/// Everything that makes two runs incomparable, each named; empty when they compare.
+pub fn mismatches(base: &Summary, new: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    let names = |s: &Summary| {
+        let mut v: Vec<String> = s.backends.iter().map(|b| b.name.clone()).collect();
+        v.sort();
+        v.join(",")
+    };
+    let (bb, nb) = (names(base), names(new));
+    if bb != nb {
+        out.push(format!("backends ({bb} vs {nb})"));
+    }
+    if base.target != new.target {
+        out.push(format!("target ({} vs {})", base.target, new.target));
+    }
+    // Per-client and shared connections measure different things (N processes against one
+    // multiplexed process); summaries written before the mode was recorded have none.
+    let conns = |s: &Summary| {
+        s.backends.iter().filter_map(|b| Some(format!("{} {}", b.name, b.connections.as_ref()?))).collect::<Vec<_>>().join(", ")
+    };
+    let (cb, cn) = (conns(base), conns(new));
+    if !cb.is_empty() && !cn.is_empty() && cb != cn {
+        out.push(format!("connections ({cb} vs {cn})"));
+    }
+    let state = |s: &Summary| if s.complete { "complete" } else { "interrupted" };
+    if base.complete != new.complete {
+        out.push(format!("completeness ({} vs {})", state(base), state(new)));
+    }
+    let full = records_hold(base) && records_hold(new);
+    let (pb, pn) = (plan_of(base, full), plan_of(new, full));
+    if pb != pn {
+        let only = |a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSet<String>| a.difference(b).cloned().collect::<Vec<_>>().join("; ");
+        out.push(format!("plan (base has {}, new has {})", or_none(only(&pb, &pn)), or_none(only(&pn, &pb))));
+    }
+    let (mb, mn) = (&base.machine, &new.machine);
+    if mb.cores != mn.cores {
+        out.push(format!("machine cores ({} vs {})", mb.cores, mn.cores));
+    }
+    if mb.hostname != mn.hostname {
+        out.push(format!("machine hostname ({} vs {})", mb.hostname, mn.hostname));
+    }
+    if mb.kernel != mn.kernel {
+        out.push(format!("machine kernel ({} vs {})", mb.kernel, mn.kernel));
+    }
+    out
+}
+
+fn or_none(s: String) -> String {
+    if s.is_empty() { "nothing else".into() } else { s }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+/// Two-sided p-value of the Mann-Whitney U test of `a` against `b`: exact (the count of
+/// orderings by U, ties counted half) up to 400 pairs, the normal approximation beyond.
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+    let (m, n) = (a.len(), b.len());
+    if m == 0 || n == 0 {
+        return 1.0;
+    }
+    let mut u2 = 0u64; // twice U, so ties (half a point) stay integers
+    for x in a {
+        for y in b {
+            u2 += if x > y { 2 } else if x == y { 1 } else { 0 };
+        }
+    }
+    let mn = (m * n) as u64;
+    if m * n > 400 {
+        let u = u2 as f64 / 2.0;
+        let mu = mn as f64 / 2.0;
+        let sd = ((m * n * (m + n + 1)) as f64 / 12.0).sqrt();
+        let z = ((u - mu).abs() - 0.5).max(0.0) / sd;
+        return (2.0 * (1.0 - phi(z))).min(1.0);
+    }
+    // f[i][j][u]: orderings of i a's and j b's with U = u.
+    let max = mn as usize;
+    let mut f = vec![vec![vec![0f64; max + 1]; n + 1]; m + 1];
+    for i in 0..=m {
+        for j in 0..=n {
+            if i == 0 || j == 0 {
+                f[i][j][0] = 1.0;
+                continue;
+            }
+            for u in 0..=(i * j) {
+                // The largest value is an a (beating all j b's) or a b.
+                let from_a = if u >= j { f[i - 1][j][u - j] } else { 0.0 };
+                let from_b = f[i][j - 1][u];
+                f[i][j][u] = from_a + from_b;
+            }
+        }
+    }
+    let total: f64 = f[m][n].iter().sum();
+    let lo = (u2 / 2) as usize; // P(U <= floor(u))
+    let hi = u2.div_ceil(2) as usize; // P(U >= ceil(u))
+    let p_le: f64 = f[m][n][..=lo].iter().sum::<f64>() / total;
+    let p_ge: f64 = f[m][n][hi..].iter().sum::<f64>() / total;
+    (2.0 * p_le.min(p_ge)).min(1.0)
+}
+
+/// The standard normal CDF (Abramowitz and Stegun 7.1.26).
+fn phi(z: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.3275911 * z.abs() / std::f64::consts::SQRT_2);
+    let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-(z * z) / 2.0).exp();
+    if z >= 0.0 { 0.5 * (1.0 + y) } else { 0.5 * (1.0 - y) }
+}
+
+/// Compare the runs; refuses (an error naming what differs) when they cannot be compared,
+/// unless `allow_mismatch`.
+pub fn compare_checked(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, allow_mismatch: bool) -> anyhow::Result<Comparison> {
+    let m = mismatches(base, new);
+    if !m.is_empty() && !allow_mismatch {
+        anyhow::bail!("the runs cannot be compared, they differ in {}; pass --allow-mismatch to compare anyway", m.join(", "));
+    }
+    let mut c = compare(base, new, t);
+    c.mismatches = m;
+    Ok(c)
+}
+
 pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comparison {
     let mut rows = Vec::new();
+    let new_phases = phases(new);
+    let mut min_samples = usize::MAX;
     for bb in base.backends.iter().filter(|b| b.failure.is_none()) {
-        let Some(nb) = new.backends.iter().find(|b| b.name == bb.name && b.failure.is_none()) else {
+        if !new.backends.iter().any(|b| b.name == bb.name && b.failure.is_none()) {
             rows.push(Row {
                 backend: bb.name.clone(),
+                workload: String::new(),
+                clients: 0,
                 metric: "measured".into(),
                 base: Some(1.0),
                 new: Some(0.0),
+                samples: (1, 0),
                 change_pct: None,
+                p_value: None,
                 verdict: Change::Regressed,
                 safety: false,
                 note: "not measured in the new run".into(),
             });
+        }
+    }
+    for (key, bw) in phases(base) {
+        let (backend, workload, clients) = key.clone();
+        let Some((_, nw)) = new_phases.iter().find(|(k, _)| *k == key) else {
+            if new.backends.iter().any(|b| b.name == backend && b.failure.is_none()) {
+                rows.push(Row {
+                    backend,
+                    workload,
+                    clients,
+                    metric: "measured".into(),
+                    base: Some(1.0),
+                    new: Some(0.0),
+                    samples: (bw.len(), 0),
+                    change_pct: None,
+                    p_value: None,
+                    verdict: Change::Regressed,
+                    safety: false,
+                    note: "this phase was not measured in the new run".into(),
+                });
+            }
             continue;
         };
+        min_samples = min_samples.min(bw.len()).min(nw.len());
+        let row = |metric: &str, b: Option<f64>, n: Option<f64>, samples, change_pct, p_value, verdict, safety, note: String| Row {
+            backend: backend.clone(),
+            workload: workload.clone(),
+            clients,
+            metric: metric.to_string(),
+            base: b,
+            new: n,
+            samples,
+            change_pct,
+            p_value,
+            verdict,
+            safety,
+            note,
+        };
         for (m, better, _) in METRICS {
-            let (Some(b), Some(n)) = (metric(bb, m), metric(nb, m)) else { continue };
+            let xs: Vec<f64> = bw.iter().filter_map(|w| metric(w, m)).collect();
+            let ys: Vec<f64> = nw.iter().filter_map(|w| metric(w, m)).collect();
+            if xs.is_empty() || ys.is_empty() {
+                continue;
+            }
+            let (b, n) = (median(&xs), median(&ys));
             let pct = if b != 0.0 { Some((n - b) / b.abs() * 100.0) } else { None };
             let limit = t.get(*m).copied().unwrap_or(50.0);
-            let abs_ok = *m != "errors" || (n - b).abs() >= 10.0;
-            let verdict = match (pct, better) {
+            // Minimum absolute effects: 10 errors; 50 µs of latency (below it a relative
+            // change is the histogram's microsecond resolution, e.g. 1 µs -> 2 µs is +100%).
+            let abs_ok = match *m {
+                "errors" => (n - b).abs() >= 10.0,
+                m if m.ends_with("_us") => (n - b).abs() >= LATENCY_FLOOR_US,
+                _ => true,
+            };
+            let beyond = match (pct, better) {
                 _ if !abs_ok => Change::Unchanged,
                 // For availability the threshold is in percentage points.
                 _ if *m == "availability_pct" => {
@@ -165,59 +421,102 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
                 (Some(p), Better::Lower) if p < -limit => Change::Improved,
                 _ => Change::Unchanged,
             };
-            rows.push(Row { backend: bb.name.clone(), metric: m.to_string(), base: Some(b), new: Some(n), change_pct: pct, verdict, safety: false, note: String::new() });
+            let spread = xs.len() >= MIN_SAMPLES && ys.len() >= MIN_SAMPLES;
+            let p_value = spread.then(|| mann_whitney_p(&xs, &ys));
+            let unit = if *m == "availability_pct" { " points" } else { "%" };
+            let (verdict, note) = match p_value {
+                Some(p) if p >= ALPHA => (Change::Unchanged, format!("within noise (p = {p:.2})")),
+                _ if !abs_ok && m.ends_with("_us") => (Change::Unchanged, format!("within threshold (under {LATENCY_FLOOR_US} µs)")),
+                _ if beyond == Change::Unchanged => (Change::Unchanged, format!("within threshold ({limit}{unit})")),
+                _ => (beyond, String::new()),
+            };
+            rows.push(row(m, Some(b), Some(n), (xs.len(), ys.len()), pct, p_value, verdict, false, note));
         }
         for m in SAFETY {
-            let (Some(b), Some(n)) = (metric(bb, m), metric(nb, m)) else { continue };
+            let b: f64 = bw.iter().filter_map(|w| metric(w, m)).sum();
+            let n: f64 = nw.iter().filter_map(|w| metric(w, m)).sum();
             let verdict = if n > b { Change::Regressed } else if n < b { Change::Improved } else { Change::Unchanged };
-            rows.push(Row {
-                backend: bb.name.clone(),
-                metric: m.to_string(),
-                base: Some(b),
-                new: Some(n),
-                change_pct: None,
-                verdict,
-                safety: verdict == Change::Regressed,
-                note: if verdict == Change::Regressed { "new safety violation".into() } else { String::new() },
-            });
+            let note = if verdict == Change::Regressed { "new safety violation".into() } else { String::new() };
+            rows.push(row(m, Some(b), Some(n), (bw.len(), nw.len()), None, None, verdict, verdict == Change::Regressed, note));
         }
-        let (rb, rn) = (safety_rank(bb), safety_rank(nb));
+        let wb = bw.iter().copied().max_by_key(|w| safety_rank(w)).expect("a phase has a sample");
+        let wn = nw.iter().copied().max_by_key(|w| safety_rank(w)).expect("a phase has a sample");
+        let (rb, rn) = (safety_rank(wb), safety_rank(wn));
         if rn != rb || rn > 0 {
-            let v = |b: &BackendSummary| b.verdict.as_ref().map(|v| v.safety.clone()).unwrap_or_else(|| "safe".into());
-            rows.push(Row {
-                backend: bb.name.clone(),
-                metric: "verdict".into(),
-                base: Some(rb as f64),
-                new: Some(rn as f64),
-                change_pct: None,
-                verdict: if rn > rb { Change::Regressed } else if rn < rb { Change::Improved } else { Change::Unchanged },
-                safety: rn > rb,
-                note: format!("{} -> {}", v(bb), v(nb)),
-            });
+            let v = |w: &WorkloadSummary| w.verdict.as_ref().map(|v| v.safety.clone()).unwrap_or_else(|| "safe".into());
+            let verdict = if rn > rb { Change::Regressed } else if rn < rb { Change::Improved } else { Change::Unchanged };
+            rows.push(row("verdict", Some(rb as f64), Some(rn as f64), (bw.len(), nw.len()), None, None, verdict, rn > rb, format!("{} -> {}", v(wb), v(wn))));
         }
     }
     let regressions = rows.iter().filter(|r| r.verdict == Change::Regressed).count();
     let safety_regressions = rows.iter().filter(|r| r.safety).count();
     let label = |s: &Summary| format!("{}{}", s.run_id, s.dlbench_commit.as_ref().map(|c| format!(" ({})", &c[..c.len().min(12)])).unwrap_or_default());
-    Comparison { base: label(base), new: label(new), thresholds_pct: t.clone(), rows, regressions, safety_regressions }
-}
-
-fn fmt_num(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
-        Some(v) => format!("{v:.1}"),
+    Comparison {
+        base: label(base),
+        new: label(new),
+        thresholds_pct: t.clone(),
+        mismatches: Vec::new(),
+        min_samples: if min_samples == usize::MAX { 0 } else { min_samples },
+        rows,
+        regressions,
+        safety_regressions,
     }
 }
 
-/// Markdown fit for a pull-request comment: the changes first, then everything else.
+/// A metric's value in human units: ms or µs for latencies, k/s for rates.
+fn human(metric: &str, v: Option<f64>) -> String {
+    let Some(v) = v else { return "-".into() };
+    if metric.ends_with("_us") {
+        if v >= 1000.0 { format!("{:.2} ms", v / 1000.0) } else { format!("{v:.0} µs") }
+    } else if metric.ends_with("_ms") {
+        if v >= 10_000.0 { format!("{:.1} s", v / 1000.0) } else { format!("{v:.0} ms") }
+    } else if metric == "ops_per_sec" {
+        if v >= 1000.0 { format!("{:.1} k/s", v / 1000.0) } else { format!("{v:.0} /s") }
+    } else if metric == "availability_pct" {
+        format!("{v:.1}%")
+    } else if metric == "verdict" || metric == "measured" {
+        String::new()
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn md_row(r: &Row) -> String {
+    let change = r.change_pct.map(|p| format!("{p:+.1}%")).unwrap_or_default();
+    let verdict = match r.verdict {
+        Change::Regressed if r.safety => "**regressed (safety)**".to_string(),
+        Change::Regressed => "**regressed**".to_string(),
+        Change::Improved => "improved".to_string(),
+        Change::Unchanged => "unchanged".to_string(),
+    };
+    let note = if r.note.is_empty() { String::new() } else { format!(" ({})", r.note) };
+    let phase = if r.workload.is_empty() { r.backend.clone() } else { format!("{} · {}", r.backend, r.workload) };
+    let clients = if r.clients > 0 { r.clients.to_string() } else { String::new() };
+    format!(
+        "| {phase} | {clients} | {} | {} | {} | {change} | {verdict}{note} |\n",
+        r.metric,
+        human(&r.metric, r.base),
+        human(&r.metric, r.new)
+    )
+}
+
+/// Markdown fit for a pull-request comment: the changes first, the unchanged rows folded.
 pub fn markdown(c: &Comparison) -> String {
     let mut s = format!("## dlbench compare\n\nbase `{}` → new `{}`\n\n", c.base, c.new);
+    if !c.mismatches.is_empty() {
+        s.push_str(&format!("**Compared despite mismatches (--allow-mismatch)**: the runs differ in {}.\n\n", c.mismatches.join(", ")));
+    }
     if c.regressions == 0 {
         s.push_str("**No regression.**\n\n");
     } else {
-        let names: Vec<String> =
-            c.rows.iter().filter(|r| r.verdict == Change::Regressed).map(|r| format!("{} {}", r.backend, r.metric)).collect();
+        let names: Vec<String> = c
+            .rows
+            .iter()
+            .filter(|r| r.verdict == Change::Regressed)
+            .map(|r| if r.workload.is_empty() { format!("{} {}", r.backend, r.metric) } else { format!("{} · {} {}", r.backend, r.workload, r.metric) })
+            .collect();
         s.push_str(&format!(
             "**{} regression(s){}**: {}\n\n",
             c.regressions,
@@ -225,26 +524,35 @@ pub fn markdown(c: &Comparison) -> String {
             names.join(", ")
         ));
     }
-    s.push_str("| backend | metric | base | new | change | verdict |\n|---|---|---:|---:|---:|---|\n");
-    let mut rows: Vec<&Row> = c.rows.iter().collect();
-    rows.sort_by_key(|r| match r.verdict {
-        Change::Regressed => 0,
-        Change::Improved => 1,
-        Change::Unchanged => 2,
-    });
-    for r in rows {
-        let change = r.change_pct.map(|p| format!("{p:+.1}%")).unwrap_or_else(|| "".into());
-        let verdict = match r.verdict {
-            Change::Regressed if r.safety => "**regressed (safety)**".to_string(),
-            Change::Regressed => "**regressed**".to_string(),
-            Change::Improved => "improved".to_string(),
-            Change::Unchanged => "unchanged".to_string(),
-        };
-        let note = if r.note.is_empty() { String::new() } else { format!(" ({})", r.note) };
-        s.push_str(&format!("| {} | {} | {} | {} | {} | {verdict}{note} |\n", r.backend, r.metric, fmt_num(r.base), fmt_num(r.new), change));
+    if c.min_samples >= MIN_SAMPLES {
+        s.push_str(&format!(
+            "{} or more repeats per side: a change counts when a Mann-Whitney U test tells the sides apart (p < {ALPHA}) and the medians differ by more than the threshold.\n\n",
+            c.min_samples
+        ));
+    } else {
+        s.push_str("One run per side: no spread to judge noise by, so only the thresholds decide (use `run --repeat 5` on both sides).\n\n");
+    }
+    const HEAD: &str = "| backend · workload | clients | metric | base | new | change | verdict |\n|---|---:|---|---:|---:|---:|---|\n";
+    let changed: Vec<&Row> = c.rows.iter().filter(|r| r.verdict != Change::Unchanged).collect();
+    let unchanged: Vec<&Row> = c.rows.iter().filter(|r| r.verdict == Change::Unchanged).collect();
+    if !changed.is_empty() {
+        s.push_str(HEAD);
+        let mut changed = changed;
+        changed.sort_by_key(|r| if r.verdict == Change::Regressed { 0 } else { 1 });
+        for r in changed {
+            s.push_str(&md_row(r));
+        }
+        s.push('\n');
+    }
+    if !unchanged.is_empty() {
+        s.push_str(&format!("<details><summary>{} unchanged row(s)</summary>\n\n{HEAD}", unchanged.len()));
+        for r in unchanged {
+            s.push_str(&md_row(r));
+        }
+        s.push_str("\n</details>\n");
     }
     s.push_str(&format!(
-        "\nThresholds (relative change that counts, %): {}; availability in percentage points; any increase in {} fails.\n",
+        "\nThresholds (minimum relative change that counts, %): {}; availability in percentage points; any increase in {} fails.\n",
         c.thresholds_pct.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
         SAFETY.join(", ")
     ));
@@ -254,17 +562,35 @@ pub fn markdown(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::summary::BackendSummary;
     use crate::verdict::FencingMode;
 
-    fn summary(ops: f64, overlaps: u64) -> Summary {
+    fn summary_of(ops: &[f64], overlaps: u64) -> Summary {
         let mut s = Summary::begin("r", "local", FencingMode::Both, vec![]);
         let mut b = BackendSummary::new("etcd", None, &[]);
-        b.ops_per_sec = ops;
-        b.acquire_latency_us.p99 = 1000;
-        b.acquire_latency_us.p50 = 100;
-        b.overlaps = overlaps;
+        for (i, &o) in ops.iter().enumerate() {
+            let mut w: WorkloadSummary = serde_json::from_value(serde_json::json!({
+                "name": "hot-key", "clients": 8, "keys": 1, "seed": null, "warmup_s": 0.0, "measured_s": 5.0,
+                "ops_per_sec": o, "acquired": 1, "acquire_latency_us": pct(), "service_latency_us": pct(),
+                "release_latency_us": pct(), "handoff_latency_us": pct(), "fairness_jain": null, "driver_lag_ms": {"p50": 0.0, "p99": 0.0, "max": 0.0},
+                "first_keys": [], "timeseries": [], "errors": 0, "error_kinds": {}, "timeouts": 0, "retired_clients": 0,
+                "sections": 0, "overlaps": 0, "lost_updates": 0, "stale_tokens": 0, "lost_updates_fenced": 0, "rejected": 0
+            }))
+            .unwrap();
+            w.repeat = i as u32;
+            w.overlaps = if i == 0 { overlaps } else { 0 };
+            b.workloads.push(w);
+        }
         s.backends.push(b);
         s
+    }
+
+    fn pct() -> serde_json::Value {
+        serde_json::json!({"count": 10, "mean": 100.0, "p50": 100, "p90": 500, "p99": 1000, "p999": 2000, "p9999": 2000, "max": 2000})
+    }
+
+    fn summary(ops: f64, overlaps: u64) -> Summary {
+        summary_of(&[ops], overlaps)
     }
 
     #[test]
@@ -273,7 +599,9 @@ mod tests {
         let c = compare(&summary(1000.0, 0), &summary(500.0, 0), &t);
         assert_eq!(c.regressions, 1);
         let md = markdown(&c);
-        assert!(md.contains("etcd ops_per_sec"), "{md}");
+        assert!(md.contains("etcd · hot-key ops_per_sec"), "{md}");
+        assert!(md.contains("1.0 k/s") && md.contains("500 /s"), "human units: {md}");
+        assert!(md.contains("<details>"), "unchanged rows folded: {md}");
     }
 
     #[test]
@@ -297,5 +625,76 @@ mod tests {
     fn bad_threshold_is_named() {
         let e = thresholds(&["speed=10".into()]).unwrap_err().to_string();
         assert!(e.contains("speed") && e.contains("ops_per_sec"), "{e}");
+    }
+
+    #[test]
+    fn mann_whitney_matches_the_tables() {
+        // Completely separated 5 vs 5: the exact two-sided p is 2/252.
+        let p = mann_whitney_p(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]);
+        assert!((p - 2.0 / 252.0).abs() < 1e-9, "{p}");
+        // Interleaved: no evidence.
+        let p = mann_whitney_p(&[1.0, 3.0, 5.0, 7.0, 9.0], &[2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert!(p > 0.5, "{p}");
+        // 3 vs 3 separated: 2/20.
+        let p = mann_whitney_p(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]);
+        assert!((p - 0.1).abs() < 1e-9, "{p}");
+    }
+
+    /// With repeats the spread decides: a 40% median drop whose samples overlap the base's
+    /// is within noise; a clean 40% drop is a regression; a clean 10% drop is within threshold.
+    #[test]
+    fn repeats_decide_from_the_spread() {
+        let t = thresholds(&[]).unwrap();
+        let base = summary_of(&[1000.0, 1010.0, 990.0, 1005.0, 995.0], 0);
+        let noisy = summary_of(&[600.0, 1020.0, 580.0, 1000.0, 590.0], 0);
+        let c = compare(&base, &noisy, &t);
+        assert_eq!(c.regressions, 0, "{}", markdown(&c));
+        assert!(markdown(&c).contains("within noise"));
+        let slow = summary_of(&[600.0, 610.0, 590.0, 605.0, 595.0], 0);
+        let c = compare(&base, &slow, &t);
+        assert_eq!(c.regressions, 1, "{}", markdown(&c));
+        assert_eq!(c.min_samples, 5);
+        let slight = summary_of(&[900.0, 910.0, 890.0, 905.0, 895.0], 0);
+        let c = compare(&base, &slight, &t);
+        assert_eq!(c.regressions, 0);
+        assert!(markdown(&c).contains("within threshold"), "{}", markdown(&c));
+    }
+
+    /// 1 µs -> 2 µs at p50 is +100% but below the latency floor: not a regression.
+    #[test]
+    fn microsecond_latencies_are_not_regressions() {
+        let t = thresholds(&[]).unwrap();
+        let mut a = summary(1000.0, 0);
+        let mut b = summary(1000.0, 0);
+        a.backends[0].workloads[0].acquire_latency_us.p50 = 1;
+        b.backends[0].workloads[0].acquire_latency_us.p50 = 2;
+        assert_eq!(compare(&a, &b, &t).regressions, 0);
+        b.backends[0].workloads[0].acquire_latency_us.p50 = 2000;
+        assert_eq!(compare(&a, &b, &t).regressions, 1, "2 ms is well past the floor");
+    }
+
+    #[test]
+    fn mismatches_are_named() {
+        let a = summary(1000.0, 0);
+        let mut b = summary(1000.0, 0);
+        assert!(mismatches(&a, &b).is_empty());
+        b.machine.cores = a.machine.cores + 62;
+        b.target = "external".into();
+        let m = mismatches(&a, &b).join(", ");
+        assert!(m.contains("cores") && m.contains("target (local vs external)"), "{m}");
+        let mut c = summary(1000.0, 0);
+        assert!(mismatches(&a, &c).is_empty(), "no connection mode recorded on either side: comparable");
+        for (s, mode) in [(&mut b, "per-client"), (&mut c, "shared")] {
+            for bs in &mut s.backends {
+                bs.connections = Some(mode.into());
+            }
+        }
+        let mut d = c.clone();
+        assert!(mismatches(&c, &d).is_empty());
+        d.backends[0].connections = Some("per-client".into());
+        assert!(mismatches(&c, &d).join(", ").contains("connections ("), "per-client against shared is a mismatch");
+        assert!(compare_checked(&a, &b, &thresholds(&[]).unwrap(), false).is_err());
+        let c = compare_checked(&a, &b, &thresholds(&[]).unwrap(), true).unwrap();
+        assert!(markdown(&c).contains("--allow-mismatch"));
     }
 }

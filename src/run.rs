@@ -62,6 +62,8 @@ pub struct RunPlan {
     /// and faults no backend of the target supports are dropped from the schedule instead of
     /// refused.
     pub soak: Option<crate::soak::SoakGoal>,
+    /// `--repeat N`: every phase N times, interleaved across backends.
+    pub repeat: u32,
 }
 
 /// Where the servers are.
@@ -120,9 +122,12 @@ impl Running {
 }
 
 /// Bring the plan's target up (or find it), for the real backends in `real`.
-async fn bring_up(plan: &RunPlan, dir: &RunDir, real: &[BackendKind]) -> anyhow::Result<Running> {
+/// The local target needs the run directory (its servers' data live there); the others are
+/// found, and their files and credentials checked, before any directory is created.
+async fn bring_up(plan: &RunPlan, dir: Option<&RunDir>, real: &[BackendKind]) -> anyhow::Result<Running> {
     Ok(match &plan.target {
         TargetChoice::Local => {
+            let dir = dir.ok_or_else(|| anyhow::anyhow!("the local target needs its run directory"))?;
             eprintln!("dlbench: starting local servers for {}", names(real));
             Running::Local(Arc::new(LocalTarget::start(&dir.path, real, plan.target_options()).await?))
         }
@@ -210,6 +215,15 @@ impl RunPlan {
     }
 }
 
+/// One backend's summary over its phases, each labelled with its repetition.
+fn backend_summary(kind: BackendKind, backend: &dyn Backend, phases: &[PhaseResult], reps: &[u32]) -> BackendSummary {
+    let mut b = BackendSummary::new(kind.name(), capabilities(backend), phases).with_connections(backend.connections());
+    for (w, r) in b.workloads.iter_mut().zip(reps) {
+        w.repeat = *r;
+    }
+    b
+}
+
 fn capabilities(b: &dyn Backend) -> Option<serde_json::Value> {
     serde_json::to_value(b.capabilities()).ok()
 }
@@ -237,6 +251,21 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     if matches!(plan.target, TargetChoice::Local) {
         bins::find(&real)?;
     }
+    // An external or compose target is found and checked (endpoints file, credentials,
+    // reachability) before the run directory exists or `latest` moves: a configuration
+    // error leaves nothing behind.
+    let mut early = None;
+    if !real.is_empty() && !matches!(plan.target, TargetChoice::Local) {
+        let t = tokio::select! {
+            t = bring_up(&plan, None, &real) => t?,
+            _ = cancel.cancelled() => {
+                eprintln!("dlbench: interrupted while finding the servers");
+                return Ok(130);
+            }
+        };
+        reachable(&t.endpoints(), &real, plan.timeouts.connect).await?;
+        early = Some(t);
+    }
     let dir = RunDir::create(&plan.out, "")?;
     dir.write_json("plan.json", &plan)?;
     let mut summary = Summary::begin(&dir.id, plan.target.name(), plan.fencing, plan.nemesis.iter().map(|f| f.to_string()).collect());
@@ -254,9 +283,11 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
 
     let target = if real.is_empty() {
         None
+    } else if early.is_some() {
+        early
     } else {
         let t = tokio::select! {
-            t = bring_up(&plan, &dir, &real) => t?,
+            t = bring_up(&plan, Some(&dir), &real) => t?,
             _ = cancel.cancelled() => {
                 eprintln!("dlbench: interrupted while starting servers");
                 return Ok(130);
@@ -293,11 +324,17 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         backends.push((kind, b));
     }
 
-    for (kind, backend) in backends {
+    // With --repeat N: every backend's phases, then again, N times (A B A B), so that slow
+    // drift of the machine spreads over every backend instead of biasing one.
+    let repeat = plan.repeat.max(1);
+    let mut done: Vec<(BackendKind, Arc<dyn Backend>, Vec<PhaseResult>, Vec<u32>)> =
+        backends.into_iter().map(|(k, b)| (k, b, Vec::new(), Vec::new())).collect();
+    for rep in 0..repeat {
+    for bi in 0..done.len() {
+        let (kind, backend) = (done[bi].0, done[bi].1.clone());
         if cancel.is_cancelled() {
             break;
         }
-        let mut phases: Vec<PhaseResult> = Vec::new();
         for w in &plan.phases {
             if cancel.is_cancelled() {
                 break;
@@ -313,6 +350,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             // A sweep runs one workload at several client counts: keep their logs apart.
             let sweep = plan.phases.iter().filter(|x| x.name == w.name).count() > 1;
             let label = if sweep { format!("{kind}-{}-c{}", w.name, w.clients) } else { format!("{kind}-{}", w.name) };
+            let label = if repeat > 1 { format!("{label}-r{rep}") } else { label };
             let outputs = PhaseOutputs {
                 hlog: Some((dir.path.join("hdr"), label)),
                 on_tick: Some(on_tick),
@@ -323,17 +361,22 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             // Keys are named after the run and the workload; the phases of a sweep get keys
             // of their own, so no claim left by one phase can block the next.
             let key_scope = if sweep { format!("{}-c{}", dir.id, w.clients) } else { dir.id.clone() };
+            let key_scope = if repeat > 1 { format!("{key_scope}-r{rep}") } else { key_scope };
             let p = driver::run_phase(backend.clone(), w, &key_scope, &cancel, outputs).await;
             progress.finish();
             let p = p?;
             report_phase(kind, w, &p);
-            phases.push(p);
+            done[bi].2.push(p);
+            done[bi].3.push(rep);
             // Written after every phase, so a killed run leaves what it measured.
             let mut partial = summary.clone();
-            partial.backends.push(BackendSummary::new(kind.name(), capabilities(&*backend), &phases).with_connections(backend.connections()));
+            partial.backends.extend(done.iter().filter(|d| !d.2.is_empty()).map(|d| backend_summary(d.0, &*d.1, &d.2, &d.3)));
             dir.write_json("summary.json", &partial)?;
         }
-        summary.backends.push(BackendSummary::new(kind.name(), capabilities(&*backend), &phases).with_connections(backend.connections()));
+    }
+    }
+    for d in done.iter().filter(|d| !d.2.is_empty()) {
+        summary.backends.push(backend_summary(d.0, &*d.1, &d.2, &d.3));
     }
     // The load is over: the checking below is not part of the soak's memory curve.
     summary.resources = Some(sampler.finish());
@@ -358,10 +401,15 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         eprintln!("dlbench: the report could not be written: {e:#}");
     }
     println!("{}", crate::report::text::table(&summary));
+    for f in crate::report::text::anomalies(&summary) {
+        println!("anomaly: {f}");
+    }
     if summary.faults_applied() {
         println!("{}", crate::report::text::ap_cp_table(&summary));
     } else if !plan.nemesis.is_empty() {
         println!("No fault was applied (every one was skipped): no AP / CP class can be observed.\n");
+    } else {
+        println!("No fault applied, no AP / CP verdict.\n");
     }
     if let Some(r) = &summary.resources {
         println!("{}", crate::resources::line(r));

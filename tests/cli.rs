@@ -347,3 +347,40 @@ fn lock_command_never_outlives_dlbench() {
     let left = processes_under(&dir);
     assert!(left.is_empty(), "left behind after up was stopped: {left:?}");
 }
+
+/// A configuration error of `--target external` (a bad endpoints file, a missing section, an
+/// unset password variable) is one line, before anything is created: no new run directory
+/// under --out, and `latest` still names the run it named.
+#[test]
+fn bad_endpoints_file_leaves_no_run_behind() {
+    let dir = scratch("bad-endpoints");
+    let out_dir = dir.join("results");
+    std::fs::create_dir_all(out_dir.join("old-run")).unwrap();
+    std::os::unix::fs::symlink("old-run", out_dir.join("latest")).unwrap();
+    let cases = [
+        ("not-toml.toml", "this is [not toml\n", "not valid"),
+        ("no-section.toml", "[redis]\nendpoints = [\"127.0.0.1:1\"]\n", "[etcd]"),
+        ("no-password.toml", "[etcd]\nendpoints = [\"127.0.0.1:1\"]\npassword_env = \"DLBENCH_SURELY_UNSET_VAR\"\n", "DLBENCH_SURELY_UNSET_VAR"),
+    ];
+    for (name, text, says) in cases {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        let out = dlbench()
+            .args(["run", "--target", "external", "--backends", "etcd", "--duration", "1s", "--endpoints"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&out_dir)
+            .env_remove("DLBENCH_SURELY_UNSET_VAR")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: a bad endpoints file must fail");
+        assert_eq!(err.trim().lines().count(), 1, "{name}: one line, got: {err}");
+        assert!(err.contains(says), "{name}: the line names what is wrong ({says}): {err}");
+        let entries: Vec<String> = std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+        let mut entries = entries;
+        entries.sort();
+        assert_eq!(entries, ["latest", "old-run"], "{name}: nothing new under --out");
+        assert_eq!(std::fs::read_link(out_dir.join("latest")).unwrap(), std::path::Path::new("old-run"), "{name}: latest moved");
+    }
+}

@@ -102,18 +102,19 @@ fn compare_flags_halved_throughput_and_new_overlaps() {
     let same = dlbench().args(["compare"]).arg(&base).arg(&base).output().unwrap();
     assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stdout));
     let mut s = json(&base);
-    let ops = s["backends"][0]["ops_per_sec"].as_f64().unwrap();
-    s["backends"][0]["ops_per_sec"] = serde_json::json!(ops / 2.0);
+    // compare reads each phase (backend · workload), never the pooled backend figure.
+    let ops = s["backends"][0]["workloads"][0]["ops_per_sec"].as_f64().unwrap();
+    s["backends"][0]["workloads"][0]["ops_per_sec"] = serde_json::json!(ops / 2.0);
     let halved = dir.join("halved.json");
     std::fs::write(&halved, serde_json::to_vec(&s).unwrap()).unwrap();
     let out = dlbench().args(["compare"]).arg(&base).arg(&halved).arg("--json").arg(dir.join("c.json")).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     let name = s["backends"][0]["name"].as_str().unwrap();
-    assert!(text.contains(&format!("{name} ops_per_sec")), "names backend and metric:\n{text}");
+    assert!(text.contains(&format!("{name} · hot-key ops_per_sec")), "names backend, workload and metric:\n{text}");
     assert!(json(&dir.join("c.json"))["regressions"].as_u64().unwrap() >= 1);
     let mut s = json(&base);
-    s["backends"][1]["overlaps"] = serde_json::json!(1);
+    s["backends"][1]["workloads"][0]["overlaps"] = serde_json::json!(1);
     let overlapped = dir.join("overlap.json");
     std::fs::write(&overlapped, serde_json::to_vec(&s).unwrap()).unwrap();
     let out = dlbench().args(["compare", "--threshold", "ops_per_sec=1000"]).arg(&base).arg(&overlapped).output().unwrap();
@@ -166,4 +167,41 @@ fn a_killed_run_still_renders_and_says_so() {
     assert!(md.contains("Incomplete"), "{md}");
     let dom = chromium_dom(&run.join("report.html"));
     assert!(dom.contains("report-ok"), "the incomplete report still loads cleanly");
+}
+
+/// `compare` refuses runs that cannot be compared: exit 2, one line naming what differs;
+/// `--allow-mismatch` compares anyway and says so.
+#[test]
+fn compare_refuses_mismatched_runs_and_names_the_difference() {
+    let run = finished_run();
+    let dir = scratch("mismatch");
+    let base = run.join("summary.json");
+    type Doctor = fn(&mut serde_json::Value);
+    let cases: [(&str, Doctor, &str); 9] = [
+        ("workload", |s| s["backends"][0]["workloads"][0]["name"] = "many-keys".into(), "plan"),
+        ("clients", |s| s["backends"][0]["workloads"][0]["clients"] = 64.into(), "plan"),
+        ("keys", |s| s["backends"][1]["workloads"][0]["keys"] = 1000.into(), "plan"),
+        ("hold", |s| s["backends"][0]["workloads"][0]["hold"] = "50ms".into(), "plan"),
+        ("duration", |s| s["backends"][0]["workloads"][0]["duration_s"] = 60.0.into(), "plan"),
+        ("backends", |s| s["backends"][0]["name"] = "memory".into(), "backends"),
+        ("target", |s| s["target"] = "external".into(), "target (local vs external)"),
+        ("completeness", |s| s["complete"] = false.into(), "completeness (complete vs interrupted)"),
+        ("machine", |s| s["machine"]["cores"] = 64.into(), "machine cores"),
+    ];
+    for (what, doctor, says) in cases {
+        let mut s = json(&base);
+        doctor(&mut s);
+        let other = dir.join(format!("{what}.json"));
+        std::fs::write(&other, serde_json::to_vec(&s).unwrap()).unwrap();
+        let out = dlbench().arg("compare").arg(&base).arg(&other).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: exit 2 on a mismatch, got {:?}: {err}", out.status.code());
+        assert_eq!(err.trim().lines().count(), 1, "{what}: one line: {err}");
+        assert!(err.contains(says) && err.contains("--allow-mismatch"), "{what}: names the difference ({says}): {err}");
+        assert!(out.stdout.is_empty(), "{what}: no verdict on runs that cannot be compared");
+        let out = dlbench().arg("compare").arg("--allow-mismatch").arg(&base).arg(&other).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_ne!(out.status.code(), Some(2), "{what}: --allow-mismatch compares: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("Compared despite mismatches") && text.contains(says), "{what}: the output says so:\n{text}");
+    }
 }

@@ -76,7 +76,8 @@ td:first-child,th:first-child,td.l{text-align:left}th{background:#f3f3f3}\
 .valid{color:#1a7f37}.invalid{color:#c62828;font-weight:bold}.unknown{color:#b26a00}\
 .banner{background:#fff3cd;border:1px solid #e0b400;padding:0.6em 1em}\
 pre{background:#f7f7f7;padding:0.5em;overflow-x:auto;font-size:0.8em}img{max-width:100%;border:1px solid #eee;margin:0.5em 0}\
-dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:bold}";
+dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:bold}\
+.scroll{overflow-x:auto;max-width:100%}";
 
 /// Checks, once the page has loaded, that every plot image decoded, and notes any script
 /// error, where a headless browser's DOM dump (and a reader) can see it.
@@ -91,7 +92,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>dlbench {}</title><style>{STYLE}</style>\
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>dlbench {}</title><style>{STYLE}</style>\
          <script>{SCRIPT}</script></head><body><h1>dlbench run {}</h1>",
         esc(&s.run_id),
         esc(&s.run_id)
@@ -116,6 +117,21 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     );
     meta("servers", s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
     meta("fencing", format!("{:?}", s.fencing).to_lowercase());
+    let ws: Vec<&crate::summary::WorkloadSummary> = s.backends.iter().flat_map(|b| &b.workloads).collect();
+    if let Some(seed) = ws.iter().find_map(|w| w.seed) {
+        meta("seed", format!("{seed} (repeat with --seed {seed})"));
+    }
+    let mut plan: Vec<String> = Vec::new();
+    for w in &ws {
+        let p = format!("{}: {} clients, {} key(s), hold {}, {} s", w.name, w.clients, w.keys, if w.hold.is_empty() { "?" } else { &w.hold }, w.duration_s);
+        if !plan.contains(&p) {
+            plan.push(p);
+        }
+    }
+    if !plan.is_empty() {
+        let reps = ws.iter().map(|w| w.repeat + 1).max().unwrap_or(1);
+        meta("plan", format!("{}{}", plan.join("; "), if reps > 1 { format!("; each {reps} times, interleaved") } else { String::new() }));
+    }
     if !s.nemesis_schedule.is_empty() {
         meta("nemesis", s.nemesis_schedule.join(", "));
     }
@@ -124,13 +140,11 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     }
     h.push_str("</dl>");
 
-    // Verdicts; the AP / CP table when faults were applied.
-    if s.faults_applied() {
-        h.push_str("<h2>AP / CP</h2>");
+    // The AP / CP table, per workload, only when faults were applied.
+    if !s.faults_applied() {
+        h.push_str("<h2>AP / CP</h2><p id=\"no-ap-cp\">No fault applied, no AP / CP verdict. Each phase's safety verdict and checks are in the workload table below.</p>");
     } else {
-        h.push_str("<h2>Verdicts</h2><p>No fault was applied in this run, so no AP / CP class was observed: the class column shows what each backend claims.</p>");
-    }
-    h.push_str("<table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery ms</th>\
+    h.push_str("<h2>AP / CP (per workload)</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery ms</th>\
                 <th>overlaps</th><th>lost upd (no fence)</th><th>fencing</th><th>evidence</th><th>claims</th><th>observed</th>\
                 <th>checks</th><th>verdict</th></tr>");
     for b in &s.backends {
@@ -168,18 +182,26 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
             );
         }
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
+    }
 
     // Per-workload table.
-    h.push_str("<h2>Workloads</h2><table><tr><th>backend</th><th>workload</th><th>clients</th><th>keys</th><th>acq/s</th><th>p50 ms</th>\
+    h.push_str("<h2>Workloads</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>clients</th><th>keys</th><th>acq/s</th><th>p50 ms</th>\
                 <th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>handoff p50 ms</th><th>fair</th><th>errors</th><th>overlaps</th>\
-                <th>lost upd</th><th>stale tok</th></tr>");
+                <th>lost upd</th><th>stale tok</th><th>checks</th><th>verdict</th><th>flags</th></tr>");
     for b in &s.backends {
         for w in &b.workloads {
             let l = &w.acquire_latency_us;
+            let check = w.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
+            let verdict = w.verdict.as_ref().map(|v| esc(&v.safety)).unwrap_or_else(|| "-".into());
+            let flags = if w.anomalies.is_empty() {
+                "-".to_string()
+            } else {
+                format!("<a class=\"unknown\" href=\"#anomalies\">{}</a>", esc(&w.anomalies.iter().map(|a| a.kind.as_str()).collect::<Vec<_>>().join(", ")))
+            };
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{check}</td><td class=\"l\">{verdict}</td><td class=\"l\">{flags}</td></tr>",
                 esc(&b.name),
                 esc(&w.name),
                 w.clients,
@@ -198,7 +220,17 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
             );
         }
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
+    let flags = crate::report::text::anomalies(s);
+    if flags.is_empty() {
+        h.push_str("<p id=\"anomalies\">No anomaly flagged: no second without an acquisition, no max over 10x the p99, no stall past the wait timeout, every rate settled.</p>");
+    } else {
+        h.push_str("<h2 id=\"anomalies\">Anomalies</h2><p>Flags from each phase's per-second series (criteria in the README, <i>Steady state and anomalies</i>):</p><ul>");
+        for f in &flags {
+            let _ = write!(h, "<li class=\"unknown\">{}</li>", esc(f));
+        }
+        h.push_str("</ul>");
+    }
 
     if let Some(c) = &s.calibration {
         h.push_str(&calibration(c));

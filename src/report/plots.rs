@@ -32,6 +32,46 @@ fn color(i: usize) -> RGBColor {
     RGBColor(r, g, b)
 }
 
+/// Whether an `.hlog` file name is one of this backend's phases of this workload (and client
+/// count, when given): `backend-workload[-cN][-rK]-acquire.hlog`.
+fn phase_file(name: &str, backend: &str, workload: &str, clients: Option<usize>) -> bool {
+    let Some(rest) = name.strip_prefix(&format!("{backend}-{workload}")).and_then(|r| r.strip_suffix("-acquire.hlog")) else { return false };
+    let mut seen_c = None;
+    for part in rest.split('-').skip(1) {
+        if let Some(n) = part.strip_prefix('c').and_then(|n| n.parse::<usize>().ok()) {
+            seen_c = Some(n);
+        } else if part.strip_prefix('r').and_then(|n| n.parse::<u32>().ok()).is_none() {
+            return false;
+        }
+    }
+    rest.is_empty() || rest.starts_with('-') && clients.is_none_or(|c| seen_c.is_none_or(|n| n == c))
+}
+
+/// Merge every interval of one backend's `.hlog` files of one workload (all its repeats).
+pub fn phase_histogram(run_dir: &Path, backend: &str, workload: &str, clients: Option<usize>) -> Option<Histogram<u64>> {
+    let dir = run_dir.join("hdr");
+    let mut h = new_histogram();
+    let mut any = false;
+    let mut de = Deserializer::new();
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !phase_file(&name, backend, workload, clients) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(e.path()) else { continue };
+        for entry in IntervalLogIterator::new(&bytes).flatten() {
+            if let LogEntry::Interval(i) = entry {
+                let Ok(raw) = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, i.encoded_histogram()) else { continue };
+                let Ok(ih) = de.deserialize::<u64, _>(&mut &raw[..]) else { continue };
+                if h.add(&ih).is_ok() {
+                    any = true;
+                }
+            }
+        }
+    }
+    any.then_some(h)
+}
+
 /// Merge every interval of the `.hlog` files in `hdr/` whose name starts with `backend-`.
 pub fn backend_histogram(run_dir: &Path, backend: &str) -> Option<Histogram<u64>> {
     let dir = run_dir.join("hdr");
@@ -75,24 +115,34 @@ fn percent_label(x: &f64) -> String {
 
 /// The acquire-latency percentile spectrum of every backend on one chart (log scales).
 pub fn spectrum(run_dir: &Path, s: &Summary, out: &Path) -> Res<bool> {
+    // One curve per backend · workload (· clients, in a sweep): never pooled over workloads.
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for b in s.backends.iter().filter(|b| b.failure.is_none()) {
-        let pts: Vec<(f64, f64)> = match backend_histogram(run_dir, &b.name) {
-            Some(h) if !h.is_empty() => {
-                h.iter_quantiles(4).map(|v| (nines(v.quantile_iterated_to()), v.value_iterated_to().max(1) as f64 / 1000.0)).collect()
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for w in &b.workloads {
+            if seen.contains(&(w.name.clone(), w.clients)) {
+                continue;
             }
-            _ => {
-                let p = &b.acquire_latency_us;
-                if p.count == 0 {
-                    continue;
+            seen.push((w.name.clone(), w.clients));
+            let sweep = b.workloads.iter().any(|x| x.name == w.name && x.clients != w.clients);
+            let pts: Vec<(f64, f64)> = match phase_histogram(run_dir, &b.name, &w.name, sweep.then_some(w.clients)) {
+                Some(h) if !h.is_empty() => {
+                    h.iter_quantiles(4).map(|v| (nines(v.quantile_iterated_to()), v.value_iterated_to().max(1) as f64 / 1000.0)).collect()
                 }
-                [(0.5, p.p50), (0.9, p.p90), (0.99, p.p99), (0.999, p.p999), (0.9999, p.p9999), (0.99999, p.max)]
-                    .iter()
-                    .map(|(q, v)| (nines(*q), (*v).max(1) as f64 / 1000.0))
-                    .collect()
-            }
-        };
-        series.push((b.name.clone(), pts));
+                _ => {
+                    let p = &w.acquire_latency_us;
+                    if p.count == 0 {
+                        continue;
+                    }
+                    [(0.5, p.p50), (0.9, p.p90), (0.99, p.p99), (0.999, p.p999), (0.9999, p.p9999), (0.99999, p.max)]
+                        .iter()
+                        .map(|(q, v)| (nines(*q), (*v).max(1) as f64 / 1000.0))
+                        .collect()
+                }
+            };
+            let label = if sweep { format!("{} · {} · {} clients", b.name, w.name, w.clients) } else { format!("{} · {}", b.name, w.name) };
+            series.push((label, pts));
+        }
     }
     if series.is_empty() {
         return Ok(false);
@@ -359,6 +409,16 @@ pub fn draw_all(run_dir: &Path, s: &Summary) -> Vec<(String, PathBuf)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn phase_files_are_told_apart() {
+        assert!(phase_file("redis-hot-key-acquire.hlog", "redis", "hot-key", None));
+        assert!(phase_file("redis-hot-key-r3-acquire.hlog", "redis", "hot-key", None));
+        assert!(phase_file("redis-hot-key-c8-r0-acquire.hlog", "redis", "hot-key", Some(8)));
+        assert!(!phase_file("redis-hot-key-c4-acquire.hlog", "redis", "hot-key", Some(8)));
+        assert!(!phase_file("redis-hot-key-2-acquire.hlog", "redis", "hot-key", None), "another workload");
+        assert!(!phase_file("redlock-hot-key-acquire.hlog", "redis", "hot-key", None));
+    }
 
     #[test]
     fn percentile_axis_reads_in_nines() {

@@ -40,10 +40,11 @@ fn rows(s: &Summary) -> Vec<[String; COLS]> {
             out.push(r);
             continue;
         }
+        let repeated = b.workloads.iter().any(|x| x.repeat > 0);
         for w in &b.workloads {
             out.push([
                 b.name.clone(),
-                w.name.clone(),
+                if repeated { format!("{} #{}", w.name, w.repeat + 1) } else { w.name.clone() },
                 w.clients.to_string(),
                 w.keys.to_string(),
                 format!("{:.0}", w.ops_per_sec),
@@ -103,6 +104,21 @@ pub fn markdown_table(s: &Summary) -> String {
     out
 }
 
+/// The anomaly flags of every phase (see `summary::steady`), one line each, keyed
+/// "backend · workload"; empty when there are none.
+pub fn anomalies(s: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in &s.backends {
+        for w in &b.workloads {
+            let rep = if b.workloads.iter().any(|x| x.repeat > 0) { format!(" (repeat {})", w.repeat + 1) } else { String::new() };
+            for a in &w.anomalies {
+                out.push(format!("{} · {}{rep}: {}: {}", b.name, w.name, a.kind, a.detail));
+            }
+        }
+    }
+    out
+}
+
 /// `summary.md`: the table and how to read it.
 pub fn markdown(s: &Summary) -> String {
     let mut out = format!(
@@ -132,6 +148,22 @@ pub fn markdown(s: &Summary) -> String {
              shared: one connection per server for all clients): {}.\n",
             conns.join(", ")
         ));
+    }
+    let flags = anomalies(s);
+    if flags.is_empty() {
+        out.push_str("\nNo anomaly flagged (seconds without an acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that had not settled).\n");
+    } else {
+        out.push_str("\n## Anomalies\n\n");
+        for f in &flags {
+            out.push_str(&format!("- {f}\n"));
+        }
+    }
+    if s.faults_applied() {
+        out.push_str("\n## AP / CP (per workload)\n\n```\n");
+        out.push_str(&ap_cp_table(s));
+        out.push_str("```\n");
+    } else {
+        out.push_str("\nNo fault applied, no AP / CP verdict.\n");
     }
     if !s.versions.is_empty() {
         out.push_str("\nServers: ");

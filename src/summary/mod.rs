@@ -7,6 +7,7 @@ pub mod calibration;
 pub mod resources;
 pub mod scenario;
 pub mod soak;
+pub mod steady;
 
 use std::collections::BTreeMap;
 
@@ -83,6 +84,24 @@ pub struct WorkloadSummary {
     pub seed: Option<u64>,
     pub warmup_s: f64,
     pub measured_s: f64,
+    /// The plan's hold and duration (what `compare` checks both sides agree on).
+    #[serde(default)]
+    pub hold: String,
+    #[serde(default)]
+    pub duration_s: f64,
+    #[serde(default)]
+    pub wait_timeout_ms: u64,
+    /// Which repetition this is (`run --repeat N`: 0..N, interleaved across backends).
+    #[serde(default)]
+    pub repeat: u32,
+    /// Seconds into the measured window at which the rate settled (see `summary::steady`);
+    /// absent when it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_after_s: Option<f64>,
+    /// Flags: seconds without an acquisition, a max far above the p99, a stall longer than
+    /// the wait timeout, a rate that settled late or never (see `summary::steady`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anomalies: Vec<steady::Anomaly>,
     pub ops_per_sec: f64,
     pub acquired: u64,
     /// From the intended start in open loop, from the call in closed loop.
@@ -369,6 +388,10 @@ impl WorkloadSummary {
         });
         let r = &p.resource;
         let round4 = |x: Option<f64>| x.map(|v| (v * 10000.0).round() / 10000.0);
+        let acquire = Percentiles::of(&p.totals.acquire);
+        let service = Percentiles::of(&p.totals.service);
+        let wait_timeout_ms = p.workload.wait_timeout.as_millis() as u64;
+        let steady = steady::assess(&p.timeseries, p.workload.warmup.as_secs_f64(), &acquire, &service, wait_timeout_ms);
         WorkloadSummary {
             name: p.workload.name.clone(),
             clients: p.workload.clients,
@@ -376,10 +399,16 @@ impl WorkloadSummary {
             seed: p.workload.seed,
             warmup_s: p.workload.warmup.as_secs_f64(),
             measured_s: (p.measured.as_secs_f64() * 1000.0).round() / 1000.0,
+            hold: p.workload.hold.to_string(),
+            duration_s: p.workload.duration.as_secs_f64(),
+            wait_timeout_ms,
+            repeat: 0,
+            settled_after_s: steady.settled_after_s,
+            anomalies: steady.anomalies,
             ops_per_sec: (p.ops_per_sec() * 10.0).round() / 10.0,
             acquired: p.totals.acquired,
-            acquire_latency_us: Percentiles::of(&p.totals.acquire),
-            service_latency_us: Percentiles::of(&p.totals.service),
+            acquire_latency_us: acquire,
+            service_latency_us: service,
             release_latency_us: Percentiles::of(&p.totals.release),
             handoff_latency_us: Percentiles::of(&p.totals.handoff),
             timeout_latency_us: Percentiles::of(&p.totals.timeout_latency),

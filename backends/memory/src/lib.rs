@@ -65,7 +65,15 @@ struct Shared {
     next_id: AtomicU64,
     /// Acquires that start before this instant wait until it (a stalled server).
     stall_until: Mutex<Option<Instant>>,
+    /// The test hook [`SLOW_HOOK`]: extra time every acquire takes.
+    slow: Option<Duration>,
 }
+
+/// A test and bench hook, and nothing else: when this variable holds a duration in
+/// microseconds, every acquire of the memory backend first sleeps that long. It stands for a
+/// slowed build in `scripts/gate-check.sh`, which shows that `compare` catches a real
+/// slow-down; no shipped workflow sets it.
+pub const SLOW_HOOK: &str = "DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US";
 
 /// The memory backend. Clones share state.
 #[derive(Clone, Default)]
@@ -75,7 +83,11 @@ pub struct MemoryBackend {
 
 impl MemoryBackend {
     pub fn new() -> Self {
-        Self::default()
+        let slow = std::env::var(SLOW_HOOK).ok().and_then(|v| v.parse::<u64>().ok()).filter(|&us| us > 0).map(Duration::from_micros);
+        if let Some(d) = slow {
+            eprintln!("dlbench: test hook {SLOW_HOOK} is set: every memory acquire sleeps {} µs first", d.as_micros());
+        }
+        MemoryBackend { shared: Arc::new(Shared { slow, ..Shared::default() }) }
     }
 
     /// Free `key` whoever holds it, as a release that does not check its owner would (a
@@ -182,6 +194,9 @@ impl MemoryClient {
     }
 
     async fn stall(&self) {
+        if let Some(d) = self.shared.slow {
+            tokio::time::sleep(d).await;
+        }
         let until = *self.shared.stall_until.lock().unwrap();
         if let Some(until) = until {
             tokio::time::sleep_until(until.into()).await;

@@ -1,0 +1,180 @@
+//! Steady state and anomalies of one phase, read from its per-second series.
+//!
+//! **Settling.** The measured window's full seconds (the warm-up, and the last second when
+//! it is partial, left out) are compared with the phase's steady rate, the median of the
+//! window's second half. The phase has settled at the first second from which the mean rate
+//! of [`SETTLE_SECONDS`] consecutive seconds is within [`SETTLE_TOLERANCE`] of that median.
+//! The search is capped at half the window: a phase not settled by then "never settled".
+//! The histograms cover the whole measured window (they are not re-cut), so a phase that
+//! settled late is flagged, with the seconds it took, and the cure is a longer `--warmup`.
+//!
+//! **Anomalies**, each a flag in the report:
+//! - `zero-seconds`: full measured seconds with no acquisition at all in a phase that acquired;
+//! - `max-over-p99`: the acquire maximum above [`MAX_OVER_P99`] times the p99 (and above
+//!   [`MAX_FLOOR_US`], so microsecond jitter of the memory backend is not a flag);
+//! - `stall`: no acquisition for longer than the workload's wait timeout, or one call that
+//!   waited longer than the wait timeout (service latency, from the call);
+//! - `unsettled` / `never-settled`: see above.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Percentiles, TimePoint};
+
+pub const SETTLE_SECONDS: usize = 3;
+pub const SETTLE_TOLERANCE: f64 = 0.25;
+pub const MAX_OVER_P99: f64 = 10.0;
+pub const MAX_FLOOR_US: u64 = 10_000;
+/// Phases with fewer full measured seconds than this are not judged for settling.
+pub const MIN_SECONDS_TO_JUDGE: usize = 6;
+
+/// One flag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Anomaly {
+    /// `zero-seconds`, `max-over-p99`, `stall`, `unsettled`, `never-settled`.
+    pub kind: String,
+    pub detail: String,
+}
+
+/// What [`assess`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Assessment {
+    /// Seconds into the measured window at which the rate settled; None when it never did
+    /// (or the window was too short to judge: then no `never-settled` flag either).
+    pub settled_after_s: Option<f64>,
+    pub anomalies: Vec<Anomaly>,
+}
+
+fn flag(kind: &str, detail: String) -> Anomaly {
+    Anomaly { kind: kind.to_string(), detail }
+}
+
+fn fmt_ms(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else {
+        format!("{:.1} ms", us as f64 / 1e3)
+    }
+}
+
+/// Judge one phase: its series (t counts from the phase start, warm-up included), its
+/// warm-up, the acquire and service latency over the measured window, and its wait timeout.
+pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, service: &Percentiles, wait_timeout_ms: u64) -> Assessment {
+    let mut out = Assessment::default();
+    let start = warmup_s.ceil() as u32;
+    let mut window: Vec<&TimePoint> = series.iter().filter(|p| p.t >= start).collect();
+    // The last point is the stub up to the stop: not a full second.
+    if window.len() > 1 {
+        window.pop();
+    }
+    let rates: Vec<f64> = window.iter().map(|p| p.ok as f64).collect();
+    let acquired: u64 = window.iter().map(|p| p.ok).sum();
+
+    if acquired > 0 {
+        let zero: Vec<u32> = window.iter().filter(|p| p.ok == 0).map(|p| p.t).collect();
+        if !zero.is_empty() {
+            out.anomalies.push(flag(
+                "zero-seconds",
+                format!("{} second(s) with no acquisition (t = {} s from the phase start)", zero.len(), zero.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")),
+            ));
+        }
+        let mut run = 0u64;
+        let mut longest = 0u64;
+        for p in &window {
+            run = if p.ok == 0 { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        if wait_timeout_ms > 0 && longest * 1000 > wait_timeout_ms {
+            out.anomalies.push(flag("stall", format!("{longest} s in a row without an acquisition, longer than the wait timeout ({wait_timeout_ms} ms)")));
+        } else if wait_timeout_ms > 0 && service.max > wait_timeout_ms * 1000 + wait_timeout_ms * 100 + 50_000 {
+            out.anomalies.push(flag("stall", format!("a call waited {}, longer than the wait timeout ({wait_timeout_ms} ms)", fmt_ms(service.max))));
+        }
+    }
+    if acquire.count > 0 && acquire.max > MAX_FLOOR_US && acquire.max as f64 > acquire.p99 as f64 * MAX_OVER_P99 {
+        out.anomalies.push(flag(
+            "max-over-p99",
+            format!("max acquire latency {} is {:.0}x the p99 ({})", fmt_ms(acquire.max), acquire.max as f64 / acquire.p99.max(1) as f64, fmt_ms(acquire.p99)),
+        ));
+    }
+
+    if rates.len() < MIN_SECONDS_TO_JUDGE || acquired == 0 {
+        out.settled_after_s = if acquired == 0 { None } else { Some(0.0) };
+        return out;
+    }
+    let mut tail: Vec<f64> = rates[rates.len() / 2..].to_vec();
+    tail.sort_by(|a, b| a.total_cmp(b));
+    let median = tail[tail.len() / 2];
+    let cap = rates.len() / 2;
+    let settled = (0..=cap).find(|&i| {
+        let w = &rates[i..(i + SETTLE_SECONDS).min(rates.len())];
+        let mean = w.iter().sum::<f64>() / w.len() as f64;
+        (mean - median).abs() <= SETTLE_TOLERANCE * median.max(1.0)
+    });
+    match settled {
+        Some(0) => out.settled_after_s = Some(0.0),
+        Some(i) => {
+            out.settled_after_s = Some(i as f64);
+            out.anomalies.push(flag(
+                "unsettled",
+                format!("the rate settled only {i} s into the measured window (steady {median:.0}/s); those seconds are in the figures: raise --warmup"),
+            ));
+        }
+        None => {
+            out.settled_after_s = None;
+            out.anomalies.push(flag(
+                "never-settled",
+                format!("the rate never settled within the first {cap} s of the measured window (steady {median:.0}/s, within ±{:.0}%)", SETTLE_TOLERANCE * 100.0),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(ok: &[u64]) -> Vec<TimePoint> {
+        ok.iter()
+            .enumerate()
+            .map(|(t, &ok)| TimePoint { t: t as u32, ok, failed: 0, timeouts: 0, p50_us: 100, p99_us: 1000, max_us: 2000, backlog: None })
+            .collect()
+    }
+
+    fn lat(p99: u64, max: u64) -> Percentiles {
+        Percentiles { count: 1000, p50: p99 / 4, p99, max, ..Percentiles::default() }
+    }
+
+    #[test]
+    fn a_steady_phase_has_no_flag() {
+        let a = assess(&series(&[500, 510, 490, 505, 495, 500, 502, 498, 120]), 0.0, &lat(2000, 5000), &lat(2000, 5000), 5000);
+        assert_eq!(a.anomalies, vec![], "{a:?}");
+        assert_eq!(a.settled_after_s, Some(0.0));
+    }
+
+    /// The zookeeper case: a JVM warming up, a second with nothing acquired, a max 30x p99.
+    #[test]
+    fn a_warming_phase_is_flagged() {
+        let a = assess(&series(&[40, 0, 90, 300, 480, 500, 510, 495, 505, 500, 498, 502, 30]), 0.0, &lat(60_000, 1_900_000), &lat(60_000, 1_900_000), 5000);
+        let kinds: Vec<&str> = a.anomalies.iter().map(|a| a.kind.as_str()).collect();
+        assert!(kinds.contains(&"zero-seconds"), "{a:?}");
+        assert!(kinds.contains(&"max-over-p99"), "{a:?}");
+        assert!(kinds.contains(&"unsettled"), "{a:?}");
+        assert!(a.settled_after_s.unwrap() >= 2.0, "{a:?}");
+    }
+
+    #[test]
+    fn warmup_seconds_are_not_judged_and_a_stall_is_named() {
+        // Zero in the warm-up (t 0-1) is fine; four zero seconds later, with a 2 s wait timeout, is a stall.
+        let a = assess(&series(&[0, 0, 500, 500, 0, 0, 0, 0, 500, 500, 500, 500, 500, 500, 10]), 2.0, &lat(2000, 3000), &lat(2000, 3000), 2000);
+        let kinds: Vec<&str> = a.anomalies.iter().map(|a| a.kind.as_str()).collect();
+        assert!(kinds.contains(&"stall") && kinds.contains(&"zero-seconds"), "{a:?}");
+        assert!(a.anomalies[0].detail.contains("t = 4, 5, 6, 7"), "{a:?}");
+    }
+
+    #[test]
+    fn never_settling_is_said() {
+        let a = assess(&series(&[10, 1000, 10, 1000, 10, 1000, 10, 1000, 10, 1000, 10, 1000, 5]), 0.0, &lat(2000, 3000), &lat(2000, 3000), 5000);
+        assert!(a.anomalies.iter().any(|a| a.kind == "never-settled"), "{a:?}");
+        assert_eq!(a.settled_after_s, None);
+    }
+}
