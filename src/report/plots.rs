@@ -72,31 +72,6 @@ pub fn phase_histogram(run_dir: &Path, backend: &str, workload: &str, clients: O
     any.then_some(h)
 }
 
-/// Merge every interval of the `.hlog` files in `hdr/` whose name starts with `backend-`.
-pub fn backend_histogram(run_dir: &Path, backend: &str) -> Option<Histogram<u64>> {
-    let dir = run_dir.join("hdr");
-    let mut h = new_histogram();
-    let mut any = false;
-    let mut de = Deserializer::new();
-    for e in std::fs::read_dir(&dir).ok()?.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if !(name.starts_with(&format!("{backend}-")) && name.ends_with("-acquire.hlog")) {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(e.path()) else { continue };
-        for entry in IntervalLogIterator::new(&bytes).flatten() {
-            if let LogEntry::Interval(i) = entry {
-                let Ok(raw) = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, i.encoded_histogram()) else { continue };
-                let Ok(ih) = de.deserialize::<u64, _>(&mut &raw[..]) else { continue };
-                if h.add(&ih).is_ok() {
-                    any = true;
-                }
-            }
-        }
-    }
-    any.then_some(h)
-}
-
 /// x = -log10(1 - q): 0 at the median's left edge, 1 at 90%, 2 at 99%, 3 at 99.9%...
 fn nines(q: f64) -> f64 {
     -(1.0 - q.min(0.99999)).log10()
