@@ -57,6 +57,20 @@ enum Command {
     /// the bound set by release write + notification + confirm. Writes a result set whose
     /// summary.json has a `calibration` section.
     Calibrate(CalibrateArgs),
+    /// Internal: the compose delay fault's sidecar. Holds every packet through this network
+    /// namespace's interface for DELAY (netfilter queue), until SIGTERM.
+    #[command(hide = true)]
+    DelayNode(DelayNodeArgs),
+}
+
+#[derive(Args, Debug)]
+struct DelayNodeArgs {
+    /// How long each packet is held, each way.
+    #[arg(long, value_parser = parse_duration)]
+    delay: Duration,
+    /// Let go after this long even without a SIGTERM.
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    max: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -564,6 +578,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let args = crate::scenario::command::ScenarioArgs { ids: a.ids, backends: a.backend, out: a.out };
             crate::scenario::command::command(args, cancel).await
         }
+        Command::DelayNode(a) => Ok(tokio::task::spawn_blocking(move || crate::nemesis::nfdelay::run(a.delay, a.max)).await??),
         Command::Lock(a) => {
             let backend: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
             crate::lockcmd::lock(crate::lockcmd::LockArgs {

@@ -127,7 +127,8 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
 
     // From inside the network: the bench service (README: `docker compose run --rm bench
     // run`) reaches the services by name and injects what the host run above does not: a tc
-    // partition between members, a Redlock node's wall clock moved through the shim. A clock
+    // partition between members, a delay (the netfilter-queue sidecar), a Redlock node's wall
+    // clock moved through the shim. A clock
     // jump can let two Redlock holders in (it did in the first run of this test: 1 overlap,
     // verdict unsafe, exit 1), so violations do not fail the run here; the faults must.
     run(compose().args(["--profile", "bench", "build", "bench"]));
@@ -135,7 +136,7 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     let host_dir = repo().join(&rel);
     let out = compose()
         .args(["run", "--rm", "-e", "DLBENCH_TIME_SCALE=", "bench", "run", "--backends", "etcd,redlock", "--workload", "hot-key"])
-        .args(["--nemesis", "partition,clock", "--nemesis-interval", "3s", "--duration", "14s", "--warmup", "0s", "--fencing", "off", "--no-fail-on-violation", "--out", &rel])
+        .args(["--nemesis", "partition,delay,clock", "--nemesis-interval", "3s", "--duration", "16s", "--warmup", "0s", "--fencing", "off", "--no-fail-on-violation", "--out", &rel])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -147,10 +148,26 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
         let s = summary["backends"].as_array().unwrap().iter().find(|x| x["name"] == b).unwrap();
         s["nemesis"].as_array().unwrap().iter().filter(|e| e["f"] == f).map(|e| e["phase"].as_str().unwrap_or_default().to_string()).collect()
     };
-    for (b, f) in [("etcd", "partition"), ("redlock", "partition"), ("redlock", "clock")] {
+    for (b, f) in [("etcd", "partition"), ("redlock", "partition"), ("etcd", "delay"), ("redlock", "delay"), ("redlock", "clock")] {
         let ev = events(b, f);
         assert!(ev.iter().any(|p| p == "start") && ev.iter().any(|p| p == "end"), "{b}: no {f} start and end from inside: {ev:?}");
     }
+    // Each partition and delay was probed while it held, and did what it says: a cut node's
+    // connection to the other side went unanswered, a handshake with a delayed node took at
+    // least its two delays. A fault that did not take would say "NOT dropped" / "NOT held".
+    let ends = |b: &str, f: &str| -> Vec<String> {
+        let s = summary["backends"].as_array().unwrap().iter().find(|x| x["name"] == b).unwrap();
+        s["nemesis"].as_array().unwrap().iter().filter(|e| e["f"] == f && e["phase"] == "end").map(|e| e["detail"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    for b in ["etcd", "redlock"] {
+        let p = ends(b, "partition");
+        assert!(!p.is_empty() && p.iter().all(|d| d.starts_with("checked: dropped:") && d.contains("clients still reach")), "{b}: partition not shown to drop packets: {p:?}");
+        let d = ends(b, "delay");
+        assert!(!d.is_empty() && d.iter().all(|d| d.starts_with("checked: held:")), "{b}: delay not shown to hold packets: {d:?}");
+    }
+    // Healed: no delay sidecar is left.
+    let left = Command::new("docker").args(["ps", "-aq", "--filter", &format!("label=dlbench.delay-sidecar-of={PROJECT}")]).output().unwrap();
+    assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty(), "delay sidecars left after the run: {}", String::from_utf8_lossy(&left.stdout));
     let etcd_clock = events("etcd", "clock");
     assert!(!etcd_clock.is_empty() && etcd_clock.iter().all(|p| p == "skipped"), "etcd has no clock shim: its clock fault must be skipped, got {etcd_clock:?}");
     let _ = std::fs::remove_dir_all(&host_dir);

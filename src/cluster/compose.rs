@@ -6,8 +6,12 @@
 //! by service name, with no port proxy between client and server. The faults are the same
 //! from both: `docker kill`/`start`, `pause`/`unpause`, `network disconnect` (isolate),
 //! `tc` in the server containers (`partition`: drop packets between the two sides, clients
-//! still reach both; `delay`: netem on the node's egress), and the clock shim the redlock
-//! services preload (`clock`: `docker exec` writes the offset file).
+//! still reach both), a sidecar from the bench image in the node's network namespace
+//! (`delay`: `dlbench delay-node` holds its packets in a netfilter queue, see
+//! [`crate::nemesis::nfdelay`]; this machine's kernel has no netem), and the clock shim the
+//! redlock services preload (`clock`: `docker exec` writes the offset file). While a
+//! partition or delay holds, a probe through it checks that it does what it says, and the
+//! fault's end record says what the probe saw.
 //!
 //! Service names map to backends: `etcd*` etcd, `zk*` ZooKeeper, `redis` Redis (and
 //! `redis-replica`, its replica), `redlock*` Redlock, `postgres` PostgreSQL. Every published
@@ -49,8 +53,10 @@ pub struct ComposeTarget {
     shaped: Mutex<Vec<usize>>,
     /// Running inside the project network (the bench service).
     inside: bool,
-    /// Why the delay fault is unavailable: the kernel has no netem qdisc (found at discovery).
-    no_netem: Option<String>,
+    /// The image the delay sidecar runs from (the bench image), or why there is none.
+    delay_image: Result<String, String>,
+    /// Delay sidecars running now (container names), to stop on heal.
+    delayers: Mutex<Vec<String>>,
     /// Bound on each probe of a service (`--connect-timeout`).
     within: Duration,
 }
@@ -186,9 +192,19 @@ impl ComposeTarget {
             }
             endpoints.set(k, sec);
         }
-        let t = ComposeTarget { project: project.to_string(), services, endpoints, disconnected: Mutex::default(), shaped: Mutex::default(), inside, no_netem: None, within };
-        let mut t = t;
-        t.no_netem = t.probe_netem().await;
+        let delay_image = delay_image(inside).await;
+        let t = ComposeTarget {
+            project: project.to_string(),
+            services,
+            endpoints,
+            disconnected: Mutex::default(),
+            shaped: Mutex::default(),
+            inside,
+            delay_image,
+            delayers: Mutex::default(),
+            within,
+        };
+        t.remove_stale_delayers().await;
         for &k in backends {
             t.wait_healthy(k).await.map_err(anyhow::Error::msg)?;
         }
@@ -208,14 +224,50 @@ impl ComposeTarget {
         self.inside
     }
 
-    /// Whether tc netem works in the containers (tried on the loopback device of one).
-    async fn probe_netem(&self) -> Option<String> {
-        let s = self.services.first()?;
-        match docker(&["exec", &s.container, "sh", "-c", "tc qdisc add dev lo root netem delay 1ms && tc qdisc del dev lo root"]).await {
-            Ok(_) => None,
-            Err(e) if e.contains("unknown") => Some("this machine's kernel has no netem qdisc (sch_netem), which the compose delay fault uses".into()),
-            Err(e) => Some(format!("tc netem does not work in {}: {e} (rebuild the images with `docker compose build`; they need iproute2 and NET_ADMIN)", s.service)),
+    /// Delay sidecars of this project left by a dlbench that did not get to heal (killed):
+    /// found by their label, which only this code sets, and removed.
+    async fn remove_stale_delayers(&self) {
+        let Ok(ids) = docker(&["ps", "-aq", "--filter", &format!("label={DELAYER_LABEL}={}", self.project)]).await else { return };
+        for id in ids.lines().filter(|l| !l.trim().is_empty()) {
+            tracing::warn!("removing a delay sidecar left by an earlier run: {id}");
+            let _ = docker(&["rm", "-f", id.trim()]).await;
         }
+    }
+
+    /// Start the delay sidecar in `s`'s network namespace and wait until its rules hold.
+    async fn start_delayer(&self, s: &Service, d: Duration) -> Result<(), String> {
+        let image = self.delay_image.as_ref().map_err(|e| e.clone())?;
+        let name = format!("{}-delay", s.container);
+        let _ = docker(&["rm", "-f", &name]).await;
+        let label = format!("{DELAYER_LABEL}={}", self.project);
+        let net = format!("container:{}", s.container);
+        let ms = format!("{}ms", d.as_millis());
+        docker(&[
+            "run", "-d", "--name", &name, "--label", &label, "--network", &net, "--cap-add", "NET_ADMIN", "--entrypoint", "dlbench", image,
+            "delay-node", "--delay", &ms, "--max", "30m",
+        ])
+        .await?;
+        self.delayers.lock().unwrap().push(name.clone());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let logs = match tokio::process::Command::new("docker").args(["logs", &name]).output().await {
+                Ok(o) => format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+                Err(e) => e.to_string(),
+            };
+            if logs.contains(crate::nemesis::nfdelay::READY) {
+                return Ok(());
+            }
+            let state = docker(&["inspect", "--format", "{{.State.Running}}", &name]).await.unwrap_or_default();
+            if state.trim() == "false" || Instant::now() > deadline {
+                return Err(format!("the delay sidecar for {} did not start: {}", s.service, logs.trim().lines().last().unwrap_or("no output")));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The address a client uses to reach `s` from where dlbench runs.
+    fn client_addr(&self, s: &Service) -> String {
+        s.endpoint.clone()
     }
 
     /// A container's address on its project network, now (a restart may change it).
@@ -274,6 +326,49 @@ impl ComposeTarget {
     }
 }
 
+/// Set on every delay sidecar, with the compose project as its value.
+const DELAYER_LABEL: &str = "dlbench.delay-sidecar-of";
+
+/// The image the delay sidecar runs from: inside, the bench container's own image; on the
+/// host, the bench image `docker compose --profile bench build` makes.
+async fn delay_image(inside: bool) -> Result<String, String> {
+    const HOW: &str = "the compose delay fault runs `dlbench delay-node` from the bench image: build it with `docker compose --profile bench build` (after `cargo build --release`)";
+    if inside {
+        let host = std::fs::read_to_string("/etc/hostname").map_err(|e| format!("cannot read /etc/hostname: {e}"))?;
+        return docker(&["inspect", "--format", "{{.Image}}", host.trim()]).await.map(|s| s.trim().to_string()).map_err(|e| format!("{e} ({HOW})"));
+    }
+    docker(&["image", "inspect", "--format", "{{.Id}}", BENCH_IMAGE]).await.map(|s| s.trim().to_string()).map_err(|_| format!("no image {BENCH_IMAGE}: {HOW}"))
+}
+
+/// The bench service's image (docker-compose.yml).
+const BENCH_IMAGE: &str = "dlbench/bench:bookworm";
+
+/// The time from sending a server its smallest request to the first byte of its answer, in
+/// ms (the connection is opened first and not counted).
+async fn round_trip(addr: &str, kind: BackendKind, within: Duration) -> Result<f64, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask: &[u8] = match kind {
+        BackendKind::Redis | BackendKind::Redlock => b"PING\r\n",
+        BackendKind::Etcd => b"GET /health HTTP/1.1\r\nHost: etcd\r\n\r\n",
+        BackendKind::Zookeeper => b"srvr",
+        // SSLRequest: the server answers one byte, S or N.
+        BackendKind::Postgres => &[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f],
+        _ => return Err(format!("no probe for {kind}")),
+    };
+    let go = async {
+        let mut c = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        c.write_all(ask).await.map_err(|e| e.to_string())?;
+        let mut b = [0u8; 1];
+        match c.read(&mut b).await {
+            Ok(1) => Ok(t0.elapsed().as_secs_f64() * 1e3),
+            Ok(_) => Err("closed without an answer".to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    tokio::time::timeout(within, go).await.map_err(|_| format!("no answer in {} s", within.as_secs_f64()))?
+}
+
 fn node_ref(s: &Service) -> NodeRef {
     NodeRef { index: s.index, name: s.service.clone() }
 }
@@ -287,7 +382,7 @@ impl Faults for ComposeTarget {
     fn cannot(&self, kind: BackendKind, fault: FaultKind) -> Option<String> {
         match fault {
             FaultKind::Kill | FaultKind::Pause | FaultKind::Isolate | FaultKind::Partition => None,
-            FaultKind::Delay => self.no_netem.clone(),
+            FaultKind::Delay => self.delay_image.as_ref().err().cloned(),
             FaultKind::Clock => (!self.of(kind).iter().any(|s| s.clock_file.is_some()))
                 .then(|| format!("no {kind} service runs under the clock shim (docker-compose.yml preloads it into the redlock services)")),
             FaultKind::Failover => Some("failover is not available on compose".into()),
@@ -343,11 +438,47 @@ impl Faults for ComposeTarget {
 
     async fn slow(&self, targets: &[NodeRef], d: Duration) -> Result<(), String> {
         for n in targets {
-            let s = self.by_ref(n);
-            self.shaped.lock().unwrap().push(s.index);
-            in_container(&s.container, &format!("tc qdisc replace dev \"$dev\" root netem delay {}ms", d.as_millis())).await?;
+            self.start_delayer(self.by_ref(n), d).await?;
         }
         Ok(())
+    }
+
+    async fn evidence(&self, kind: FaultKind, targets: &[NodeRef], rest: &[NodeRef], d: Duration) -> Option<String> {
+        let t = self.by_ref(targets.first()?);
+        match kind {
+            FaultKind::Partition => {
+                // From inside the cut node, a connection to a node on the other side: its SYN
+                // must go unanswered. And clients must still reach the cut node.
+                let r = self.by_ref(rest.first()?);
+                let ip = self.ip(r).await.ok()?;
+                let port = classify(&r.service)?.1;
+                let probe = format!("timeout 1.5 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null && echo open || echo closed");
+                let seen = docker(&["exec", &t.container, "bash", "-c", &probe]).await.ok()?;
+                let client = round_trip(&self.client_addr(t), t.backend, Duration::from_secs(2)).await;
+                let cut = if seen.trim() == "closed" { format!("dropped: {} → {}:{port} unanswered for 1.5 s", t.service, r.service) } else { format!("NOT dropped: {} reached {}:{port}", t.service, r.service) };
+                let reach = match client {
+                    Ok(ms) => format!("clients still reach {} ({ms:.0} ms to answer)", t.service),
+                    Err(e) => format!("clients do not reach {} ({e})", t.service),
+                };
+                Some(format!("{cut}; {reach}"))
+            }
+            FaultKind::Isolate => Some(match round_trip(&self.client_addr(t), t.backend, Duration::from_secs(2)).await {
+                Ok(ms) => format!("NOT cut off: {} answered a client in {ms:.0} ms", t.service),
+                Err(e) => format!("cut off: a client cannot reach {} ({e})", t.service),
+            }),
+            FaultKind::Delay => {
+                // A request and its answer cross the delayed node's interface once each, so
+                // the round trip takes at least two delays. Not the TCP handshake: from the
+                // host, Docker's port proxy completes that itself.
+                let want = 2.0 * d.as_secs_f64() * 1e3;
+                Some(match round_trip(&self.client_addr(t), t.backend, Duration::from_secs(10)).await {
+                    Ok(ms) if ms >= 0.9 * want => format!("held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis()),
+                    Ok(ms) => format!("NOT held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis()),
+                    Err(e) => format!("unknown: no answer from {} ({e})", t.service),
+                })
+            }
+            _ => None,
+        }
     }
 
     async fn shift_clock(&self, n: &NodeRef, ms: i64) -> Result<(), String> {
@@ -357,6 +488,12 @@ impl Faults for ComposeTarget {
     }
 
     async fn heal_network(&self) -> Result<(), String> {
+        let delayers: Vec<String> = std::mem::take(&mut *self.delayers.lock().unwrap());
+        for name in delayers {
+            // SIGTERM: the sidecar lets its held packets go and removes its rules.
+            let _ = docker(&["stop", "-t", "10", &name]).await;
+            let _ = docker(&["rm", "-f", &name]).await;
+        }
         let mut shaped: Vec<usize> = std::mem::take(&mut *self.shaped.lock().unwrap());
         shaped.sort_unstable();
         shaped.dedup();

@@ -51,6 +51,13 @@ pub trait Faults: Send + Sync {
     async fn undo_failover(&self, _old: &NodeRef, _new: &NodeRef) -> Result<(), String> {
         unsupported("fail back")
     }
+    /// Whether a network fault now in force does what it says, seen from outside it: a probe
+    /// through the cut or the delay, described for the fault's end record ("dropped ...",
+    /// "held ..."; "NOT ..." when the probe got through unharmed). None where the target
+    /// has no such probe. Runs while the fault holds, beside the workload.
+    async fn evidence(&self, _kind: FaultKind, _targets: &[NodeRef], _rest: &[NodeRef], _d: Duration) -> Option<String> {
+        None
+    }
     /// Everything of `kind` back (running, resumed, connected, clocks back), then healthy.
     async fn heal_all(&self, kind: BackendKind) -> Result<(), String>;
 }

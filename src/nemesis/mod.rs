@@ -21,6 +21,7 @@
 pub mod clock;
 mod faults;
 pub mod net;
+pub mod nfdelay;
 pub mod procnet;
 
 use std::str::FromStr;
@@ -134,6 +135,9 @@ pub struct ActiveFault {
     pub nodes: Vec<NodeRef>,
     /// For a failover: (old primary, new primary).
     failover: Option<(NodeRef, NodeRef)>,
+    /// The target's probe of a network fault, running while it holds (see
+    /// [`Faults::evidence`]); its answer goes into the end record.
+    probe: Option<tokio::task::JoinHandle<Option<String>>>,
 }
 
 /// Applies faults to one backend's nodes through a target's [`Faults`], recording each.
@@ -203,7 +207,7 @@ impl Nemesis {
             return Err(why);
         }
         let all = self.target.nodes(self.backend);
-        let mut fault = ActiveFault { spec, nodes: Vec::new(), failover: None };
+        let mut fault = ActiveFault { spec, nodes: Vec::new(), failover: None, probe: None };
         let name = spec.to_string();
         let mut detail = String::new();
         match spec.kind {
@@ -242,12 +246,22 @@ impl Nemesis {
             }
         }
         self.record(&name, "start", &fault.nodes, detail);
+        if matches!(spec.kind, FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay) {
+            let (target, kind, nodes) = (self.target.clone(), spec.kind, fault.nodes.clone());
+            let rest: Vec<NodeRef> = self.target.nodes(self.backend).into_iter().filter(|n| !nodes.contains(n)).collect();
+            fault.probe = Some(tokio::spawn(async move { target.evidence(kind, &nodes, &rest, DELAY).await }));
+        }
         Ok(fault)
     }
 
     /// Undo a fault.
-    pub async fn end(&self, fault: ActiveFault) -> Result<(), String> {
+    pub async fn end(&self, mut fault: ActiveFault) -> Result<(), String> {
         let name = fault.spec.to_string();
+        // The probe finishes while the fault still holds (it is bounded by its own timeouts).
+        let checked = match fault.probe.take() {
+            Some(p) => p.await.ok().flatten().map(|e| format!("checked: {e}")).unwrap_or_default(),
+            None => String::new(),
+        };
         match fault.spec.kind {
             FaultKind::Kill => {
                 for n in &fault.nodes {
@@ -271,7 +285,7 @@ impl Nemesis {
                 }
             }
         }
-        self.record(&name, "end", &fault.nodes, String::new());
+        self.record(&name, "end", &fault.nodes, checked);
         Ok(())
     }
 
