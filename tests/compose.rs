@@ -171,4 +171,28 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     let etcd_clock = events("etcd", "clock");
     assert!(!etcd_clock.is_empty() && etcd_clock.iter().all(|p| p == "skipped"), "etcd has no clock shim: its clock fault must be skipped, got {etcd_clock:?}");
     let _ = std::fs::remove_dir_all(&host_dir);
+
+    // Failover from inside: the replica promoted and named `redis`, the old primary back as
+    // its replica, the other way on the next one; the run's heal restores the file's roles.
+    run(compose().args(["--profile", "replica", "up", "-d", "redis-replica"]));
+    let rel = format!("results/compose-test-failover-{}", std::process::id());
+    let host_dir = repo().join(&rel);
+    let out = compose()
+        .args(["run", "--rm", "-e", "DLBENCH_TIME_SCALE=", "bench", "run", "--backends", "redis", "--workload", "hot-key"])
+        .args(["--nemesis", "failover", "--nemesis-interval", "4s", "--duration", "14s", "--warmup", "0s", "--no-fail-on-violation", "--out", &rel])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "failover run failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let summary = std::fs::read_dir(&host_dir).unwrap().flatten().map(|e| e.path().join("summary.json")).find(|p| p.is_file()).expect("summary.json of the failover run");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let ev = summary["backends"][0]["nemesis"].as_array().unwrap().clone();
+    let starts: Vec<String> = ev.iter().filter(|e| e["f"] == "failover" && e["phase"] == "start").map(|e| e["detail"].as_str().unwrap_or_default().to_string()).collect();
+    assert!(starts.iter().any(|d| d == "promoted redis-replica"), "no failover to the replica: {ev:?}");
+    assert!(ev.iter().any(|e| e["f"] == "failover" && e["phase"] == "end"), "no failover end: {ev:?}");
+    let role = |svc: &str| {
+        let o = compose().args(["exec", "-T", svc, "redis-cli", "role"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or_default().to_string()
+    };
+    assert_eq!((role("redis"), role("redis-replica")), ("master".to_string(), "slave".to_string()), "roles not restored after the run");
+    let _ = std::fs::remove_dir_all(&host_dir);
 }

@@ -57,6 +57,9 @@ pub struct ComposeTarget {
     delay_image: Result<String, String>,
     /// Delay sidecars running now (container names), to stop on heal.
     delayers: Mutex<Vec<String>>,
+    /// After a failover, the service index of the Redis primary now (the compose file's
+    /// `redis` until then), until heal_all puts the roles and names back.
+    primary: Mutex<Option<usize>>,
     /// Bound on each probe of a service (`--connect-timeout`).
     within: Duration,
 }
@@ -202,6 +205,7 @@ impl ComposeTarget {
             inside,
             delay_image,
             delayers: Mutex::default(),
+            primary: Mutex::default(),
             within,
         };
         t.remove_stale_delayers().await;
@@ -324,6 +328,78 @@ impl ComposeTarget {
     fn by_ref(&self, n: &NodeRef) -> &Service {
         &self.services[n.index]
     }
+
+    /// Reconnect `s` to its network under exactly `aliases`.
+    async fn connect_as(&self, s: &Service, aliases: &[&str]) -> Result<(), String> {
+        let mut args = vec!["network", "connect"];
+        for a in aliases {
+            args.extend(["--alias", a]);
+        }
+        args.extend([s.network.as_str(), s.container.as_str()]);
+        docker(&args).await.map(|_| ())
+    }
+
+    async fn rename(&self, s: &Service, aliases: &[&str]) -> Result<(), String> {
+        docker(&["network", "disconnect", &s.network, &s.container]).await?;
+        self.connect_as(s, aliases).await
+    }
+
+    /// After a failover, the compose file's roles and names again: the `redis` service the
+    /// primary under its own name, the replica under its own, replicating from it. The data
+    /// written on the promoted replica is not carried back (the run is over).
+    async fn unswap(&self) -> Result<(), String> {
+        if self.primary.lock().unwrap().is_none() {
+            return Ok(());
+        }
+        let (home, replica) = self.redis_pair()?;
+        retry_redis_cli(&home.container, "REPLICAOF NO ONE").await?;
+        self.rename(&home, &[&home.service]).await?;
+        self.rename(&replica, &[&replica.service]).await?;
+        retry_redis_cli(&replica.container, &format!("REPLICAOF {} 6379", home.service)).await?;
+        *self.primary.lock().unwrap() = None;
+        Ok(())
+    }
+
+    /// The compose file's Redis primary (`redis`) and replica (`redis-replica`).
+    fn redis_pair(&self) -> Result<(Service, Service), String> {
+        let k = BackendKind::Redis;
+        let home = self.of(k).into_iter().find(|s| !s.replica).ok_or("no redis primary")?.clone();
+        let replica = self.of(k).into_iter().find(|s| s.replica).ok_or("no redis replica")?.clone();
+        Ok((home, replica))
+    }
+
+    /// The names a Redis container answers to in a role: the primary is also `redis`
+    /// (what clients resolve); the compose file's `redis`, while a replica, is `redis-old`.
+    fn redis_aliases(&self, s: &Service, primary: bool, home: &Service) -> Vec<String> {
+        match (s.index == home.index, primary) {
+            (true, true) => vec![home.service.clone()],
+            (true, false) => vec![format!("{}-old", home.service)],
+            (false, true) => vec![s.service.clone(), home.service.clone()],
+            (false, false) => vec![s.service.clone()],
+        }
+    }
+}
+
+async fn redis_cli(container: &str, command: &str) -> Result<String, String> {
+    let mut args = vec!["exec", container, "redis-cli"];
+    args.extend(command.split_whitespace());
+    let out = docker(&args).await?;
+    if out.starts_with("ERR") || out.contains("(error)") {
+        return Err(format!("{container}: redis-cli {command}: {}", out.trim()));
+    }
+    Ok(out)
+}
+
+/// A container just started needs a moment before redis-server listens: retry, bounded.
+async fn retry_redis_cli(container: &str, command: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match redis_cli(container, command).await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
 }
 
 /// Set on every delay sidecar, with the compose project as its value.
@@ -385,7 +461,14 @@ impl Faults for ComposeTarget {
             FaultKind::Delay => self.delay_image.as_ref().err().cloned(),
             FaultKind::Clock => (!self.of(kind).iter().any(|s| s.clock_file.is_some()))
                 .then(|| format!("no {kind} service runs under the clock shim (docker-compose.yml preloads it into the redlock services)")),
-            FaultKind::Failover => Some("failover is not available on compose".into()),
+            FaultKind::Failover if kind != BackendKind::Redis => Some(format!("{kind} has no replica to fail over to")),
+            FaultKind::Failover if !self.of(kind).iter().any(|s| s.replica) => {
+                Some("no redis-replica service is running: start it with `docker compose --profile replica up -d`".into())
+            }
+            FaultKind::Failover if !self.inside => Some(
+                "a compose failover moves the name `redis` to the replica, which only the bench inside the network resolves (the host's published port stays on the old primary): run `docker compose run --rm bench ...`".into(),
+            ),
+            FaultKind::Failover => None,
         }
     }
 
@@ -481,6 +564,41 @@ impl Faults for ComposeTarget {
         }
     }
 
+    /// Kill the primary, promote the replica (`REPLICAOF NO ONE`) and give it the name
+    /// `redis` on the project network, so clients that reconnect reach it, as a Sentinel
+    /// or a DNS failover would send them.
+    async fn failover(&self, kind: BackendKind) -> Result<(NodeRef, NodeRef), String> {
+        if let Some(why) = self.cannot(kind, FaultKind::Failover) {
+            return Err(why);
+        }
+        // The primary now: the compose file's, or the one an earlier failover promoted
+        // (whose fault has ended, so the other is back, replicating from it).
+        let (home, replica) = self.redis_pair()?;
+        let now = self.primary.lock().unwrap().unwrap_or(home.index);
+        let (old, new) = if now == home.index { (home.clone(), replica) } else { (replica, home.clone()) };
+        docker(&["kill", "--signal", "KILL", &old.container]).await?;
+        redis_cli(&new.container, "REPLICAOF NO ONE").await?;
+        let names = self.redis_aliases(&new, true, &home);
+        self.rename(&new, &names.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+        *self.primary.lock().unwrap() = Some(new.index);
+        Ok((node_ref(&old), node_ref(&new)))
+    }
+
+    /// The old primary comes back (empty: it was killed), under a name of its own, as a
+    /// replica of the new one; clients stay on the new primary until heal_all.
+    async fn undo_failover(&self, old: &NodeRef, _new: &NodeRef) -> Result<(), String> {
+        let old = self.by_ref(old).clone();
+        let (home, _) = self.redis_pair()?;
+        // Off the network before it starts, so it never answers to `redis` beside the new
+        // primary; then back under its replica names.
+        let _ = docker(&["network", "disconnect", &old.network, &old.container]).await;
+        docker(&["start", &old.container]).await?;
+        let names = self.redis_aliases(&old, false, &home);
+        self.connect_as(&old, &names.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+        // `redis` is the new primary's name now.
+        retry_redis_cli(&old.container, &format!("REPLICAOF {} 6379", home.service)).await
+    }
+
     async fn shift_clock(&self, n: &NodeRef, ms: i64) -> Result<(), String> {
         let s = self.by_ref(n);
         let f = s.clock_file.as_ref().ok_or_else(|| format!("{} does not run under the clock shim", s.service))?;
@@ -522,6 +640,9 @@ impl Faults for ComposeTarget {
             }
         }
         self.heal_network().await?;
+        if kind == BackendKind::Redis {
+            self.unswap().await?;
+        }
         for s in self.of(kind).into_iter().filter(|s| s.clock_file.is_some()) {
             self.shift_clock(&node_ref(s), 0).await?;
         }
