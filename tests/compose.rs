@@ -43,7 +43,7 @@ struct Down(Vec<&'static str>);
 
 impl Drop for Down {
     fn drop(&mut self) {
-        let _ = Command::new(self.0[0]).args(&self.0[1..]).args(["-p", PROJECT, "down", "-v", "--remove-orphans"]).current_dir(repo()).status();
+        let _ = Command::new(self.0[0]).args(&self.0[1..]).args(["-p", PROJECT, "--profile", "replica", "--profile", "bench", "down", "-v", "--remove-orphans"]).current_dir(repo()).status();
     }
 }
 
