@@ -245,7 +245,7 @@ struct SoakArgs {
     /// Concurrent clients per backend.
     #[arg(long, help_heading = "Workload")]
     clients: Option<usize>,
-    /// Seed for key choice and sampled durations. [default: random, and printed]
+    /// Seed for key choice and sampled durations [default: random, and printed]
     #[arg(long, help_heading = "Workload")]
     seed: Option<u64>,
     /// Largest growth of dlbench's resident memory after the warm-up (5 minutes, or a
@@ -350,8 +350,8 @@ struct RunArgs {
     #[arg(long, default_value = "all", help_heading = "Target")]
     backends: String,
     /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,
-    /// long-hold, open-loop) or TOML files. The flags under Workload override the workloads'
-    /// own values. [default: hot-key,many-keys; with --keys alone: hot-key for 1 key,
+    /// long-hold, open-loop) or TOML files; the flags under Workload override the workloads'
+    /// own values [default: hot-key,many-keys; with --keys alone: hot-key for 1 key,
     /// many-keys otherwise]
     #[arg(long, help_heading = "Workload")]
     workload: Option<String>,
@@ -389,7 +389,7 @@ struct RunArgs {
     /// Open loop: acquisitions per second in total; latency counts from intended starts.
     #[arg(long, help_heading = "Workload")]
     rate: Option<f64>,
-    /// Seed for key choice and sampled durations. [default: random, and printed]
+    /// Seed for key choice and sampled durations [default: random, and printed]
     #[arg(long, help_heading = "Workload")]
     seed: Option<u64>,
     /// Run every phase this many times, interleaved across backends (all backends' phases,
@@ -398,7 +398,7 @@ struct RunArgs {
     repeat: u32,
     /// Faults to inject in turn, comma-separated: kill, pause, partition, isolate, delay,
     /// clock, failover, each optionally :random, :leader, :minority, :majority or :all
-    /// (e.g. kill:leader,pause). Adds the AP / CP table to the output. [default: none]
+    /// (e.g. kill:leader,pause). Adds the AP / CP table to the output [default: none]
     #[arg(long, help_heading = "Faults")]
     nemesis: Option<String>,
     /// Start a fault every this often; each lasts half of it.
@@ -486,7 +486,7 @@ struct LockArgs {
     /// Lock TTL / lease / session timeout.
     #[arg(long, value_parser = duration, default_value = "10s")]
     ttl: Duration,
-    /// Give up after waiting this long. [default: wait until acquired]
+    /// Give up after waiting this long [default: wait until acquired]
     #[arg(long, value_parser = duration)]
     wait: Option<Duration>,
     /// The lock name.
