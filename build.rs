@@ -23,10 +23,10 @@ fn main() {
     }
 }
 
-/// Record the commit being built, so every result set can say which dlbench measured it.
+/// Record the commit being built, so every result set (and `dlbench -V`) can say which
+/// dlbench measured it. Outside a git checkout (a source tarball) nothing is recorded and
+/// the binary says "unknown".
 fn git_commit() {
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.git/index");
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)
@@ -35,13 +35,23 @@ fn git_commit() {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    if let Some(head) = git(&["rev-parse", "HEAD"]) {
-        if let Ok(r) = std::fs::read_to_string(".git/HEAD") {
-            if let Some(rf) = r.trim().strip_prefix("ref: ") {
-                println!("cargo:rerun-if-changed=.git/{rf}");
+    let Some(head) = git(&["rev-parse", "HEAD"]) else { return };
+    // Rebuild when HEAD moves. In a worktree `.git` is a file: ask git where HEAD, the
+    // index and the branch's ref really are (the ref lives in the common directory).
+    for p in ["HEAD", "index"] {
+        if let Some(path) = git(&["rev-parse", "--git-path", p]) {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    if let Some(rf) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        for p in [rf.as_str(), "packed-refs"] {
+            if let Some(path) = git(&["rev-parse", "--git-path", p]) {
+                if std::path::Path::new(&path).exists() {
+                    println!("cargo:rerun-if-changed={path}");
+                }
             }
         }
-        let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-        println!("cargo:rustc-env=DLBENCH_GIT_COMMIT={head}{}", if dirty { "-dirty" } else { "" });
     }
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    println!("cargo:rustc-env=DLBENCH_GIT_COMMIT={head}{}", if dirty { "-dirty" } else { "" });
 }

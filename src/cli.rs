@@ -1,9 +1,13 @@
 //! Command-line parsing and the process-level plumbing: logging, signals, exit codes.
+//!
+//! The help reads like ripgrep's: `dlbench -h` lists one line per subcommand, `dlbench X
+//! --help` gives the detail, the options under headings, every default and examples that
+//! run as written (a unit test parses each one).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::Timeouts;
@@ -13,49 +17,153 @@ use crate::util::parse_duration;
 use crate::verdict::FencingMode;
 use crate::workload::{self, Dist, KeyDist, Overrides, Workload};
 
+/// `dlbench 0.1.0 (commit 0123456789ab)`, or `(commit unknown)` for a build outside git.
+fn version() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let commit = crate::facts::commit().map(|c| match c.strip_suffix("-dirty") {
+            Some(h) => format!("{}-dirty", &h[..h.len().min(12)]),
+            None => c[..c.len().min(12)].to_string(),
+        });
+        format!("{} (commit {})", env!("CARGO_PKG_VERSION"), commit.as_deref().unwrap_or("unknown"))
+    })
+}
+
 #[derive(Parser, Debug)]
-#[command(name = "dlbench", version, about = "Benchmark and safety-test distributed locks on real servers")]
+#[command(name = "dlbench", version = version(), about = "Benchmark and safety-test distributed locks on real servers")]
+#[command(after_help = "Run `dlbench COMMAND --help` for a command's options, defaults and examples.")]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+const RUN_EXAMPLES: &str = "\
+Examples:
+  dlbench run                                   # every backend, hot-key then many-keys
+  dlbench run --backends redis,etcd --workload zipf --clients 1,4,16
+  dlbench run --backends memory --workload many-keys --duration 10s
+  dlbench run --workload hot-key --duration 30s --nemesis kill:leader,pause --nemesis-interval 10s
+  dlbench run --backends postgres,redis --repeat 5 --seed 1 --out results/ab
+  dlbench run --target external --endpoints ep.toml";
+
+const UP_EXAMPLES: &str = "\
+Examples:
+  dlbench up --endpoints ep.toml                # every backend, until Ctrl-C
+  dlbench up --backends redis,etcd --faults --endpoints ep.toml
+  dlbench up --backends redis --password-env BENCH_PASSWORD --endpoints ep.toml   # BENCH_PASSWORD exported";
+
+const LOCK_EXAMPLES: &str = "\
+Examples:
+  dlbench lock --endpoints ep.toml --backend etcd backup -- pg_dump mydb
+  dlbench lock --endpoints ep.toml --backend redis --ttl 30s --wait 5s nightly -- ./nightly.sh";
+
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  dlbench check results/latest/history.jsonl
+  dlbench check results/latest/history.jsonl --json";
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  dlbench report results/latest";
+
+const COMPARE_EXAMPLES: &str = "\
+Examples:
+  dlbench compare results/baseline results/latest
+  dlbench compare base/summary.json new/summary.json --threshold ops_per_sec=10 --markdown compare.md";
+
+const SCHEMA_EXAMPLES: &str = "\
+Examples:
+  dlbench schema > schema/summary.schema.json";
+
+const SCENARIO_EXAMPLES: &str = "\
+Examples:
+  dlbench scenario all                          # every entry on every backend it applies to
+  dlbench scenario S1,S3 --backends redlock
+  dlbench scenario S8 --backends etcd,zookeeper";
+
+const SOAK_EXAMPLES: &str = "\
+Examples:
+  dlbench soak                                  # 1h, every backend, every fault
+  dlbench soak --backends redis,etcd --duration 10m --nemesis kill,pause";
+
+const CALIBRATE_EXAMPLES: &str = "\
+Examples:
+  dlbench calibrate                             # about 90 s; results/calibrate-<id>/
+  dlbench calibrate --connections 16 --seconds 10s";
+
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Start the servers, run the workload on each backend, print the table.
+    /// Start the servers, run the workloads on each backend, print the table.
+    ///
+    /// Starts real servers (or uses a compose or external target), runs each workload on
+    /// each backend in turn, checks every history, prints the table and writes a result set
+    /// (summary.json, summary.md, report.html, the history). Exit 0 when every verdict is
+    /// valid, 1 on a violation, 3 when a verdict is unknown, 2 on a configuration error.
+    #[command(after_long_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Start the local target and keep it running until Ctrl-C.
+    ///
+    /// The same servers `run` starts, left up for `lock`, `run --target external` or your
+    /// own programs; --endpoints writes where they listen.
+    #[command(after_long_help = UP_EXAMPLES)]
     Up(UpArgs),
-    /// Hold lock NAME while a command runs (like `etcdctl lock NAME -- CMD`).
+    /// Hold lock NAME while a command runs, like `etcdctl lock NAME -- CMD`.
+    ///
+    /// Takes the lock on the backend of an endpoints file, runs CMD with DLBENCH_LOCK_NAME
+    /// set, releases the lock when CMD ends and exits with CMD's status.
+    #[command(after_long_help = LOCK_EXAMPLES)]
     Lock(LockArgs),
-    /// Re-run the checkers over a history offline. Exit 0 valid, 1 invalid, 3 unknown.
+    /// Re-run the checkers over a history file offline.
+    ///
+    /// Reads a history.jsonl written by `dlbench run` (or by hand) and prints each
+    /// checker's result with its evidence. Exit 0 valid, 1 invalid, 3 unknown, 2 when the
+    /// file cannot be read (the message names it).
+    #[command(after_long_help = CHECK_EXAMPLES)]
     Check(CheckArgs),
-    /// Regenerate summary.md, the plots and report.html of a run directory (also of an
-    /// interrupted run, from what it recorded).
+    /// Regenerate summary.md, the plots and report.html of a run directory.
+    ///
+    /// Also of an interrupted run, from what it recorded. Prints the page's path.
+    #[command(after_long_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
-    /// Compare two runs (directories or summary.json files) per backend and metric; exit 1
-    /// on a regression. Default thresholds (relative change that counts): ops_per_sec 25%,
-    /// acquire_p50_us 30%, acquire_p99_us 50%, acquire_p999_us 100%, release_p99_us 50%,
-    /// handoff_p50_us 50%, errors 100% (and at least 10), availability_pct 5 points,
-    /// longest_gap_ms 50%, recovery_ms 50%. Any new overlap or lost update, or a safety
-    /// verdict turning worse, always fails.
+    /// Compare two runs per backend, workload and metric; exit 1 on a regression.
+    ///
+    /// BASE and NEW are run directories or summary.json files. Default thresholds (relative
+    /// change that counts): ops_per_sec 25%, acquire_p50_us 30%, acquire_p99_us 50%,
+    /// acquire_p999_us 100%, release_p99_us 50%, handoff_p50_us 50%, errors 100% (and at
+    /// least 10), availability_pct 5 points, longest_gap_ms 50%, recovery_ms 50%. Any new
+    /// overlap or lost update, or a safety verdict turning worse, always fails. Runs that
+    /// differ in plan, backends, target, completeness or machine are refused (exit 2).
+    #[command(after_long_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
-    /// Print the JSON Schema of summary.json (committed as schema/summary.schema.json).
+    /// Print the JSON Schema of summary.json.
+    ///
+    /// The repository commits it as schema/summary.schema.json.
+    #[command(after_long_help = SCHEMA_EXAMPLES)]
     Schema,
-    /// Run failure scenarios from the catalogue (S1-S10, or all) and compare what happens
-    /// with what is expected, without and with fencing. Exit 1 on a contradiction.
+    /// Run failure scenarios from the catalogue against what is expected.
+    ///
+    /// Runs catalogue entries (S1-S10, J1, or all) on the backends they apply to, without
+    /// and with fencing, prints what was expected and what was observed, and writes a result
+    /// set. Exit 1 on a contradiction.
+    #[command(after_long_help = SCENARIO_EXAMPLES)]
     Scenario(ScenarioArgs),
-    /// Run every backend for a long time (default 1h, shared equally) under a nemesis cycling
-    /// through every fault the target supports, sampling dlbench's memory and open files and
-    /// each server's memory every second. Exit 0 when the harness's memory grew under
+    /// Run every backend for a long time under faults, watching dlbench's resources.
+    ///
+    /// Every backend in turn for its share of --duration, under a nemesis cycling through
+    /// every fault the target supports, sampling dlbench's memory and open files and each
+    /// server's memory every second. Exit 0 when the harness's memory grew under
     /// --max-rss-growth after the warm-up, its open files stayed flat, every fault healed
     /// and every history was checked; 1 otherwise.
+    #[command(after_long_help = SOAK_EXAMPLES)]
     Soak(SoakArgs),
-    /// Measure the servers beside the locks on one local target: dlbench's Redis SET NX PX
-    /// against redis-benchmark, its postgres lock cycle against pgbench -f, each backend's
-    /// primitive rate against its lock-cycle rate, and each hot-key hand-off rate against
-    /// the bound set by release write + notification + confirm. Writes a result set whose
-    /// summary.json has a `calibration` section.
+    /// Measure the servers beside the locks, against the servers' own benchmark tools.
+    ///
+    /// On one local target: dlbench's Redis SET NX PX against redis-benchmark, its
+    /// postgres lock cycle against pgbench -f, each backend's primitive rate against its
+    /// lock-cycle rate, and each hot-key hand-off rate against the bound set by release
+    /// write + notification + confirm. Writes a result set whose summary.json has a
+    /// `calibration` section.
+    #[command(after_long_help = CALIBRATE_EXAMPLES)]
     Calibrate(CalibrateArgs),
     /// Internal: the compose delay fault's sidecar. Holds every packet through this network
     /// namespace's interface for DELAY (netfilter queue), until SIGTERM.
@@ -105,13 +213,13 @@ struct ScenarioArgs {
     /// Entries, comma-separated (S1,S3), or `all`: S1 holder pauses past its TTL, S2 write
     /// delayed past release, S3 Redlock clock jump, S4 Redlock node restarts empty, S5 Redis
     /// failover, S6 holder partitioned, S7 waiter's session expires, S8 leader killed,
-    /// S9 follower paused, S10 PostgreSQL restarted.
+    /// S9 follower paused, S10 PostgreSQL restarted, J1 Jepsen's etcd lock setup.
     ids: String,
-    /// Backend, comma-separated list, or `all` (entries run where they apply).
-    #[arg(long, default_value = "all")]
-    backend: String,
+    /// Backends, comma-separated, or `all` (entries run where they apply).
+    #[arg(long, visible_alias = "backend", default_value = "all", help_heading = "Target")]
+    backends: String,
     /// Results root; each run writes DIR/<run-id>/.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = "results", help_heading = "Output")]
     out: PathBuf,
 }
 
@@ -119,64 +227,64 @@ struct ScenarioArgs {
 struct CalibrateArgs {
     /// Concurrent connections (clients) in every rate measurement, for dlbench and the
     /// reference tools alike.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, help_heading = "Connection")]
     connections: usize,
     /// Length of each rate measurement.
-    #[arg(long, value_parser = duration, default_value = "5s")]
+    #[arg(long, value_parser = duration, default_value = "5s", help_heading = "Workload")]
     seconds: Duration,
     /// Results root; each run writes DIR/<run-id>/.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = "results", help_heading = "Output")]
     out: PathBuf,
 }
 
 #[derive(Args, Debug)]
 struct SoakArgs {
     /// Backends, comma-separated, or `all`; each runs its share of --duration, in turn.
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", help_heading = "Target")]
     backends: String,
     /// Total length of the soak, shared equally by the backends.
-    #[arg(long, value_parser = duration, default_value = "1h")]
+    #[arg(long, value_parser = duration, default_value = "1h", help_heading = "Workload")]
     duration: Duration,
     /// Faults cycled in turn (forms as in `run --nemesis`); faults the target cannot inject
     /// on a backend are skipped there and listed.
-    #[arg(long, default_value = "kill,pause,partition,isolate,delay,clock,failover")]
+    #[arg(long, default_value = "kill,pause,partition,isolate,delay,clock,failover", help_heading = "Faults")]
     nemesis: String,
     /// Start a fault every this often; each lasts half of it.
-    #[arg(long, value_parser = duration, default_value = "10s")]
+    #[arg(long, value_parser = duration, default_value = "10s", help_heading = "Faults")]
     nemesis_interval: Duration,
     /// The workload every backend runs (shipped name or TOML file); under faults a 0 ms
     /// hold becomes 25 ms, as in `run`.
-    #[arg(long, default_value = "many-keys")]
+    #[arg(long, default_value = "many-keys", help_heading = "Workload")]
     workload: String,
-    /// Concurrent clients per backend (default: the workload's).
-    #[arg(long)]
+    /// Concurrent clients per backend.
+    #[arg(long, help_heading = "Workload")]
     clients: Option<usize>,
-    /// Seed for key choice and sampled durations (default: random, and printed).
-    #[arg(long)]
+    /// Seed for key choice and sampled durations [default: random, and printed]
+    #[arg(long, help_heading = "Workload")]
     seed: Option<u64>,
     /// Largest growth of dlbench's resident memory after the warm-up (5 minutes, or a
     /// twelfth of a shorter soak) over the rest of the soak, in percent.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, help_heading = "Output")]
     max_rss_growth: f64,
     /// Results root; each run writes DIR/<run-id>/.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = "results", help_heading = "Output")]
     out: PathBuf,
     /// Where the servers are: local, compose or external (as in `run`).
-    #[arg(long, default_value = "local", value_parser = ["local", "compose", "external"])]
+    #[arg(long, default_value = "local", value_parser = ["local", "compose", "external"], help_heading = "Target")]
     target: String,
     /// The endpoints file of an external target.
-    #[arg(long)]
+    #[arg(long, help_heading = "Target")]
     endpoints: Option<PathBuf>,
     /// The compose project holding the services.
-    #[arg(long, env = "COMPOSE_PROJECT_NAME", default_value = crate::cluster::compose::DEFAULT_PROJECT)]
+    #[arg(long, env = "COMPOSE_PROJECT_NAME", default_value = crate::cluster::compose::DEFAULT_PROJECT, help_heading = "Target")]
     compose_project: String,
     /// Bound on reaching each endpoint and on each client's connection.
-    #[arg(long, value_parser = duration, default_value = "5s")]
+    #[arg(long, value_parser = duration, default_value = "5s", help_heading = "Connection")]
     connect_timeout: Duration,
     /// How clients reach the servers: per-client (each its own connection, session or lease,
     /// as N application processes would) or shared (one multiplexed connection per server,
     /// one PostgreSQL pool, as one process with N threads). ZooKeeper is always per-client.
-    #[arg(long, default_value = "per-client", value_parser = ["per-client", "shared"])]
+    #[arg(long, default_value = "per-client", value_parser = ["per-client", "shared"], help_heading = "Connection")]
     connections: String,
 }
 
@@ -253,99 +361,100 @@ fn client_list(s: &str) -> Result<Vec<usize>, String> {
 struct RunArgs {
     /// Backends to run, comma-separated, or `all` (postgres, redis, redlock, zookeeper, etcd;
     /// `memory` is the in-process reference).
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", help_heading = "Target")]
     backends: String,
     /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,
-    /// long-hold, open-loop) or TOML files. Default: hot-key,many-keys. The flags below
-    /// override the workloads' own values.
-    #[arg(long)]
+    /// long-hold, open-loop) or TOML files; the flags under Workload override the workloads'
+    /// own values [default: hot-key,many-keys; with --keys alone: hot-key for 1 key,
+    /// many-keys otherwise]
+    #[arg(long, help_heading = "Workload")]
     workload: Option<String>,
     /// Concurrent clients per backend; a list (1,4,16,64) runs every workload once per
     /// count, a sweep the report plots as throughput against clients.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     clients: Option<String>,
     /// Number of keys. Without --workload, a single phase with this many keys.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     keys: Option<usize>,
     /// How keys are chosen: uniform or zipf.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     key_dist: Option<KeyDist>,
     /// Measured time per phase (e.g. 5s, 500ms).
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, help_heading = "Workload")]
     duration: Option<Duration>,
     /// Stop each phase after this many operations (warm-up included).
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     ops: Option<u64>,
     /// Warm-up per phase, excluded from the figures.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, help_heading = "Workload")]
     warmup: Option<Duration>,
     /// Time inside the critical section: 5ms, uniform(1ms,10ms) or exp(5ms).
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     hold: Option<Dist>,
     /// Closed loop: time between a release and the next acquire (same forms as --hold).
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     think: Option<Dist>,
     /// Lock TTL / lease / session timeout.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, help_heading = "Workload")]
     ttl: Option<Duration>,
     /// How long one acquire may wait for a contended lock.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, help_heading = "Workload")]
     wait_timeout: Option<Duration>,
     /// Open loop: acquisitions per second in total; latency counts from intended starts.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     rate: Option<f64>,
-    /// Seed for key choice and sampled durations (default: random, and printed).
-    #[arg(long)]
+    /// Seed for key choice and sampled durations [default: random, and printed]
+    #[arg(long, help_heading = "Workload")]
     seed: Option<u64>,
-    /// Results root; each run writes DIR/<run-id>/.
-    #[arg(long, default_value = "results")]
-    out: PathBuf,
+    /// Run every phase this many times, interleaved across backends (all backends' phases,
+    /// then again), so that `compare` can judge a change against the spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), help_heading = "Workload")]
+    repeat: u32,
     /// Faults to inject in turn, comma-separated: kill, pause, partition, isolate, delay,
     /// clock, failover, each optionally :random, :leader, :minority, :majority or :all
-    /// (e.g. kill:leader,pause). Adds the AP / CP table to the output.
-    #[arg(long)]
+    /// (e.g. kill:leader,pause). Adds the AP / CP table to the output [default: none]
+    #[arg(long, help_heading = "Faults")]
     nemesis: Option<String>,
     /// Start a fault every this often; each lasts half of it.
-    #[arg(long, value_parser = duration, default_value = "10s")]
+    #[arg(long, value_parser = duration, default_value = "10s", help_heading = "Faults")]
     nemesis_interval: Duration,
     /// Whether the protected resource refuses stale fencing tokens: off, on, or both (one
     /// run measures both; the verdict speaks for the side chosen).
-    #[arg(long, value_enum, default_value = "both")]
+    #[arg(long, value_enum, default_value = "both", help_heading = "Faults")]
     fencing: FencingMode,
+    /// Results root; each run writes DIR/<run-id>/.
+    #[arg(long, default_value = "results", help_heading = "Output")]
+    out: PathBuf,
     /// Stream every operation to history.jsonl and check it at the end. `auto`: on, except
     /// for the memory backend (hundreds of thousands of operations a second).
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
     history: HistoryMode,
+    /// Exit 0 even when a verdict is invalid (exit 1 otherwise) or unknown (exit 3), for
+    /// exploratory runs.
+    #[arg(long, help_heading = "Output")]
+    no_fail_on_violation: bool,
     /// Where the servers are: local (dlbench starts them), compose (the services of
     /// docker-compose.yml), external (the endpoints file given with --endpoints). The
     /// compose file's bench service sets DLBENCH_TARGET=compose.
-    #[arg(long, env = "DLBENCH_TARGET", default_value = "local", value_parser = ["local", "compose", "external"])]
+    #[arg(long, env = "DLBENCH_TARGET", default_value = "local", value_parser = ["local", "compose", "external"], help_heading = "Target")]
     target: String,
     /// The endpoints file of an external target (see README: external target).
-    #[arg(long)]
+    #[arg(long, help_heading = "Target")]
     endpoints: Option<PathBuf>,
     /// The compose project holding the services.
-    #[arg(long, env = "COMPOSE_PROJECT_NAME", default_value = crate::cluster::compose::DEFAULT_PROJECT)]
+    #[arg(long, env = "COMPOSE_PROJECT_NAME", default_value = crate::cluster::compose::DEFAULT_PROJECT, help_heading = "Target")]
     compose_project: String,
     /// Let an external target's endpoints be off this machine (by default only loopback).
-    #[arg(long)]
+    #[arg(long, help_heading = "Target")]
     allow_remote: bool,
     /// Bound on reaching each endpoint and on each client's connection.
-    #[arg(long, value_parser = duration, default_value = "5s")]
+    #[arg(long, value_parser = duration, default_value = "5s", help_heading = "Connection")]
     connect_timeout: Duration,
     /// How clients reach the servers: per-client (each its own connection, session or lease,
     /// as N application processes would) or shared (one multiplexed connection per server,
     /// one PostgreSQL pool, as one process with N threads). ZooKeeper is always per-client.
-    #[arg(long, default_value = "per-client", value_parser = ["per-client", "shared"])]
+    #[arg(long, default_value = "per-client", value_parser = ["per-client", "shared"], help_heading = "Connection")]
     connections: String,
-    /// Exit 0 even when a verdict is invalid (exit 1 otherwise) or unknown (exit 3), for
-    /// exploratory runs.
-    #[arg(long)]
-    no_fail_on_violation: bool,
-    /// Run every phase this many times, interleaved across backends (all backends' phases,
-    /// then again), so that `compare` can judge a change against the spread.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
-    repeat: u32,
 }
 
 #[derive(Args, Debug)]
@@ -391,7 +500,7 @@ struct LockArgs {
     /// Lock TTL / lease / session timeout.
     #[arg(long, value_parser = duration, default_value = "10s")]
     ttl: Duration,
-    /// Give up after waiting this long (default: wait until acquired).
+    /// Give up after waiting this long [default: wait until acquired]
     #[arg(long, value_parser = duration)]
     wait: Option<Duration>,
     /// The lock name.
@@ -575,7 +684,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Scenario(a) => {
             install_signals(cancel.clone());
-            let args = crate::scenario::command::ScenarioArgs { ids: a.ids, backends: a.backend, out: a.out };
+            let args = crate::scenario::command::ScenarioArgs { ids: a.ids, backends: a.backends, out: a.out };
             crate::scenario::command::command(args, cancel).await
         }
         Command::DelayNode(a) => Ok(tokio::task::spawn_blocking(move || crate::nemesis::nfdelay::run(a.delay, a.max)).await??),
@@ -595,6 +704,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 }
 
 fn check(a: CheckArgs) -> anyhow::Result<i32> {
+    if a.history.is_dir() {
+        let inside = a.history.join("history.jsonl");
+        if inside.is_file() {
+            anyhow::bail!("{} is a directory: check takes a history file (try {})", a.history.display(), inside.display());
+        }
+        anyhow::bail!("{} is a directory, not a history file (dlbench run writes RUN_DIR/history.jsonl)", a.history.display());
+    }
     let verdicts = crate::run::check_history(&a.history)?;
     if verdicts.is_empty() {
         anyhow::bail!("{} holds no operations", a.history.display());
@@ -624,9 +740,101 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
     Ok(crate::run::exit_code(worst))
 }
 
+/// A flag's value in one workload, as the flag takes it (None: the workload leaves it unset).
+fn workload_value(w: &Workload, flag: &str) -> Option<String> {
+    use crate::util::fmt_duration;
+    Some(match flag {
+        "clients" => w.clients.to_string(),
+        "keys" => w.keys.to_string(),
+        "key_dist" => match w.key_dist {
+            KeyDist::Uniform => "uniform".into(),
+            KeyDist::Zipf => "zipf".into(),
+        },
+        "duration" => fmt_duration(w.duration),
+        "ops" => w.ops?.to_string(),
+        "warmup" => fmt_duration(w.warmup),
+        "hold" => w.hold.to_string(),
+        "think" => w.think.to_string(),
+        "ttl" => fmt_duration(w.ttl),
+        "wait_timeout" => fmt_duration(w.wait_timeout),
+        "rate" => w.rate?.to_string(),
+        _ => return None,
+    })
+}
+
+/// The flags whose default is the workload file's value.
+const WORKLOAD_FLAGS: &[&str] = &["clients", "keys", "key_dist", "duration", "ops", "warmup", "hold", "think", "ttl", "wait_timeout", "rate"];
+
+/// `[default: ...]` for a flag that takes its default from the workload file, with the
+/// values the shipped workloads really have (read from workloads/*.toml, compiled in).
+fn workload_default(flag: &str) -> String {
+    let shipped: Vec<Workload> = workload::SHIPPED.iter().filter_map(|(name, _)| workload::load(name).ok()).collect();
+    let set: Vec<String> = shipped.iter().filter_map(|w| workload_value(w, flag).map(|v| format!("{}: {v}", w.name))).collect();
+    let mut s = if set.is_empty() {
+        "none, unless the workload file sets it".to_string()
+    } else if set.len() < shipped.len() {
+        format!("from the workload file; {}; the others: none", set.join(", "))
+    } else {
+        format!("from the workload file; {}", set.join(", "))
+    };
+    if flag == "rate" {
+        s.push_str(" (closed loop)");
+    }
+    if flag == "hold" {
+        s.push_str(&format!("; under --nemesis a 0ms hold becomes {}", crate::util::fmt_duration(crate::run::FAULT_HOLD)));
+    }
+    format!("[default: {s}]")
+}
+
+/// Append `extra` to an argument's help, short and long.
+fn append_help(a: clap::Arg, extra: &str) -> clap::Arg {
+    let long = a.get_long_help().map(|h| format!("{h} {extra}"));
+    let short = a.get_help().map(|h| format!("{h} {extra}")).unwrap_or_else(|| extra.to_string());
+    let a = a.help(short);
+    match long {
+        Some(l) => a.long_help(l),
+        None => a,
+    }
+}
+
+/// The command line as clap sees it: the derive's, with the defaults that come from the
+/// workload files written into the help.
+pub fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    for sub in ["run", "soak"] {
+        cmd = cmd.mut_subcommand(sub, |mut c| {
+            for flag in WORKLOAD_FLAGS {
+                // Only where the flag has no default of its own (soak's --duration has one).
+                if c.get_arguments().any(|a| a.get_id() == *flag && a.get_default_values().is_empty()) {
+                    let d = workload_default(flag);
+                    c = c.mut_arg(*flag, |a| append_help(a, &d));
+                }
+            }
+            c
+        });
+    }
+    cmd
+}
+
+/// Colour only on a terminal, and never when NO_COLOR is set to anything (no-color.org).
+/// The log goes to stderr, so the caller asks about stderr; clap's own help and errors
+/// follow the same rule (its auto colour choice).
+pub fn colour(is_terminal: bool) -> bool {
+    colour_with(is_terminal, std::env::var_os("NO_COLOR").as_deref())
+}
+
+fn colour_with(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut command()).exit())
+}
+
 /// The whole program; returns the exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DLBENCH_LOG").unwrap_or_else(|_| {
@@ -635,6 +843,7 @@ pub fn main() -> i32 {
             }),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour(std::io::IsTerminal::is_terminal(&std::io::stderr())))
         .init();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -653,4 +862,99 @@ pub fn main() -> i32 {
     // Drop the runtime without waiting for tasks still parked on sockets.
     rt.shutdown_timeout(Duration::from_secs(2));
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example lines of a subcommand's `--help` (`  dlbench ...`, comments dropped).
+    fn examples(sub: &clap::Command) -> Vec<String> {
+        let text = sub.get_after_long_help().map(|h| h.to_string()).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| l.trim_start().strip_prefix("dlbench "))
+            .map(|l| l.split(" # ").next().unwrap().trim().to_string())
+            .collect()
+    }
+
+    /// Every example parses as written: the flags exist and their values are accepted.
+    #[test]
+    fn every_example_parses() {
+        let cmd = command();
+        let mut seen = 0;
+        for sub in cmd.get_subcommands() {
+            let lines = examples(sub);
+            assert!(!lines.is_empty(), "{} has no examples", sub.get_name());
+            for l in lines {
+                // A redirect is the shell's, not dlbench's.
+                let words: Vec<&str> = l.split(" > ").next().unwrap().split_whitespace().collect();
+                assert_eq!(words[0], sub.get_name(), "an example of {} runs {l}", sub.get_name());
+                let parsed = command().try_get_matches_from(std::iter::once("dlbench").chain(words.iter().copied()));
+                assert!(parsed.is_ok(), "dlbench {l}: {}", parsed.unwrap_err());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 20, "{seen} examples");
+    }
+
+    /// `dlbench -h` gives each subcommand one line: a short first paragraph, the rest in --help.
+    #[test]
+    fn every_about_is_one_short_line_with_detail_in_long_about() {
+        for sub in command().get_subcommands() {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty() && !about.contains('\n') && about.len() <= 80, "{}: {about:?}", sub.get_name());
+            let long = sub.get_long_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(long.len() > about.len(), "{} has no detail for --help", sub.get_name());
+        }
+    }
+
+    /// `--backends` and its alias `--backend` give `scenario` the same list.
+    #[test]
+    fn scenario_backends_and_backend_alias_parse_alike() {
+        for flag in ["--backends", "--backend"] {
+            let cli = Cli::from_arg_matches(&command().try_get_matches_from(["dlbench", "scenario", "S1", flag, "redis,etcd"]).unwrap()).unwrap();
+            match cli.command {
+                Command::Scenario(a) => assert_eq!(a.backends, "redis,etcd", "{flag}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// The workload defaults in the help are the files' own values, read here straight from
+    /// workloads/*.toml (not through the loader the help uses).
+    #[test]
+    fn workload_defaults_in_the_help_are_the_files_values() {
+        let cmd = command();
+        let run = cmd.find_subcommand("run").unwrap();
+        let help = |id: &str| run.get_arguments().find(|a| a.get_id() == id).unwrap().get_help().unwrap().to_string();
+        for (name, text) in workload::SHIPPED {
+            let t: toml::Table = toml::from_str(text).unwrap();
+            let clients = t["clients"].as_integer().unwrap();
+            assert!(help("clients").contains(&format!("{name}: {clients}")), "{name}: {}", help("clients"));
+            let ttl = t["ttl"].as_str().unwrap();
+            assert!(help("ttl").contains(&format!("{name}: {ttl}")), "{name}: {}", help("ttl"));
+            let keys = t["keys"].as_integer().unwrap();
+            assert!(help("keys").contains(&format!("{name}: {keys}")), "{name}: {}", help("keys"));
+            match t.get("rate") {
+                Some(r) => assert!(help("rate").contains(&format!("{name}: {}", r.as_float().unwrap())), "{}", help("rate")),
+                None => assert!(!help("rate").contains(&format!("{name}:")), "{}", help("rate")),
+            }
+        }
+        assert!(help("ops").contains("[default: none"), "{}", help("ops"));
+        // soak's --clients carries the same, and its --workload a plain clap default.
+        let soak = cmd.find_subcommand("soak").unwrap();
+        let soak_help = |id: &str| soak.get_arguments().find(|a| a.get_id() == id).unwrap().get_help().unwrap().to_string();
+        assert!(soak_help("clients").contains("many-keys: 8"), "{}", soak_help("clients"));
+        assert!(!soak_help("duration").contains("workload file"), "soak's --duration has its own default: {}", soak_help("duration"));
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(colour_with(true, None));
+        assert!(!colour_with(false, None), "not a terminal");
+        assert!(!colour_with(true, Some(OsStr::new("1"))), "NO_COLOR=1");
+        assert!(colour_with(true, Some(OsStr::new(""))), "an empty NO_COLOR does not count (no-color.org)");
+        assert!(!colour(false));
+    }
 }

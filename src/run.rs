@@ -447,10 +447,10 @@ pub fn exit_code(v: Validity) -> i32 {
 fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
     let ws = summary::WorkloadSummary::from_phase(p);
     eprintln!(
-        "dlbench: {kind:<9} {:<10} {:.0} acq/s, p99 {:.2} ms, {} errors, {} overlaps",
+        "dlbench: {kind:<9} {:<10} {:.0} acq/s, p99 {}, {} errors, {} overlaps",
         w.name,
         ws.ops_per_sec,
-        ws.acquire_latency_us.p99 as f64 / 1000.0,
+        crate::stats::fmt_latency(ws.acquire_latency_us.p99),
         ws.errors,
         ws.overlaps
     );

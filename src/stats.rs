@@ -27,6 +27,33 @@ pub fn us(d: Duration) -> u64 {
     (d.as_micros() as u64).clamp(1, MAX_US)
 }
 
+/// Under this many µs a latency is printed in µs: as milliseconds it would read 0.00.
+pub const MICROS_BELOW: u64 = 10;
+
+/// A latency in a column headed "ms": milliseconds with two decimals, or, under 10 µs, the
+/// µs with their unit (`4 µs`). Every table (terminal, summary.md, report.html) prints
+/// latencies through this.
+pub fn fmt_ms_cell(us: u64) -> String {
+    if us < MICROS_BELOW {
+        format!("{us} µs")
+    } else {
+        format!("{:.2}", us as f64 / 1000.0)
+    }
+}
+
+/// A latency in running text, with its unit: `4 µs`, `0.35 ms`, `12.5 ms`, `1.93 s`.
+pub fn fmt_latency(us: u64) -> String {
+    if us < MICROS_BELOW {
+        format!("{us} µs")
+    } else if us < 10_000 {
+        format!("{:.2} ms", us as f64 / 1e3)
+    } else if us < 1_000_000 {
+        format!("{:.1} ms", us as f64 / 1e3)
+    } else {
+        format!("{:.2} s", us as f64 / 1e6)
+    }
+}
+
 /// Run totals for one shard, or merged over all.
 #[derive(Debug, Clone)]
 pub struct Totals {
@@ -321,6 +348,18 @@ pub fn spectrum(h: &Histogram<u64>) -> Vec<(f64, u64)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn latencies_under_10us_print_in_us() {
+        assert_eq!(fmt_ms_cell(4), "4 µs");
+        assert_eq!(fmt_ms_cell(9), "9 µs");
+        assert_eq!(fmt_ms_cell(10), "0.01");
+        assert_eq!(fmt_ms_cell(13_600), "13.60");
+        assert_eq!(fmt_latency(1), "1 µs");
+        assert_eq!(fmt_latency(350), "0.35 ms");
+        assert_eq!(fmt_latency(12_500), "12.5 ms");
+        assert_eq!(fmt_latency(1_934_000), "1.93 s");
+    }
+
     use super::*;
 
     #[test]

@@ -384,3 +384,126 @@ fn bad_endpoints_file_leaves_no_run_behind() {
         assert_eq!(std::fs::read_link(out_dir.join("latest")).unwrap(), std::path::Path::new("old-run"), "{name}: latest moved");
     }
 }
+
+/// The Commands section of `dlbench -h`: one line per subcommand, like ripgrep's.
+#[test]
+fn help_lists_one_line_per_subcommand() {
+    let out = dlbench().arg("-h").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let section: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let names: Vec<&str> = section.iter().map(|l| l.split_whitespace().next().unwrap_or("")).collect();
+    let expected = ["run", "up", "lock", "check", "report", "compare", "schema", "scenario", "soak", "calibrate", "help"];
+    assert_eq!(names, expected, "one line each, got:\n{text}");
+    for l in &section {
+        assert!(l.starts_with("  ") && l.split_whitespace().count() > 1, "a line with no summary: {l:?}\n{text}");
+        assert!(l.chars().count() <= 100, "{l:?} would wrap");
+    }
+}
+
+/// `run --help`: the detail, the headings, every default (the workload files' included) and
+/// examples; `run -h` keeps one line per option.
+#[test]
+fn help_of_run_has_headings_defaults_and_examples() {
+    let long = String::from_utf8_lossy(&dlbench().args(["run", "--help"]).output().unwrap().stdout).to_string();
+    for heading in ["Workload:", "Faults:", "Output:", "Target:", "Connection:", "Examples:"] {
+        assert!(long.lines().any(|l| l == heading), "no {heading} heading in:\n{long}");
+    }
+    assert!(long.contains("Exit 0 when every verdict"), "the detail is missing:\n{long}");
+    // Values as the shipped files have them (workloads/*.toml).
+    let flat = long.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("[default: from the workload file; hot-key: 8, many-keys: 8, zipf: 16, long-hold: 4, open-loop: 32]"), "{flat}");
+    assert!(flat.contains("long-hold: 3s"), "--ttl's default: {flat}");
+    assert!(flat.contains("[default: hot-key,many-keys;"), "{flat}");
+    assert!(flat.contains("[default: 10s]") && flat.contains("[default: per-client]"), "{flat}");
+    let short = String::from_utf8_lossy(&dlbench().args(["run", "-h"]).output().unwrap().stdout).to_string();
+    assert!(!short.contains("Examples:"), "examples belong to --help:\n{short}");
+    for heading in ["Workload:", "Faults:", "Output:", "Target:", "Connection:"] {
+        assert!(short.lines().any(|l| l == heading), "no {heading} in -h:\n{short}");
+    }
+}
+
+/// Every subcommand's --help ends with examples.
+#[test]
+fn help_of_every_subcommand_has_examples() {
+    for sub in ["run", "up", "lock", "check", "report", "compare", "schema", "scenario", "soak", "calibrate"] {
+        let out = dlbench().args([sub, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{sub}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let examples: Vec<&str> = text.lines().skip_while(|l| *l != "Examples:").skip(1).collect();
+        assert!(examples.iter().any(|l| l.trim_start().starts_with(&format!("dlbench {sub}"))), "{sub} --help has no example:\n{text}");
+    }
+}
+
+/// `scenario` takes `--backends` like every other command, and `--backend` still works:
+/// both reach the backend list (an unknown name is refused by dlbench, not by clap).
+#[test]
+fn scenario_takes_backends_and_the_backend_alias() {
+    for flag in ["--backends", "--backend"] {
+        let dir = scratch("scenario-flag");
+        let out = dlbench().args(["scenario", "S1", flag, "nosuch", "--out"]).arg(&dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("unexpected argument"), "{flag} is not accepted: {err}");
+        assert!(err.contains("nosuch") && err.contains("etcd"), "{flag}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
+    }
+    let help = String::from_utf8_lossy(&dlbench().args(["scenario", "--help"]).output().unwrap().stdout).to_string();
+    assert!(help.contains("--backends") && help.contains("[alias: --backend]"), "{help}");
+}
+
+/// `-V` names the commit: the one checked out when this test was built from git.
+#[test]
+fn version_names_the_commit() {
+    let out = dlbench().arg("-V").output().unwrap();
+    assert!(out.status.success());
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let rest = v.strip_prefix(&format!("dlbench {} (commit ", env!("CARGO_PKG_VERSION"))).unwrap_or_else(|| panic!("{v:?}"));
+    let commit = rest.strip_suffix(')').unwrap_or_else(|| panic!("{v:?}"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(head) => {
+            let hex = commit.strip_suffix("-dirty").unwrap_or(commit);
+            assert!(hex.len() >= 7 && hex.chars().all(|c| c.is_ascii_hexdigit()), "{v:?}");
+            assert!(head.starts_with(hex), "{v:?} is not HEAD {head}");
+        }
+        None => assert_eq!(commit, "unknown", "{v:?}"),
+    }
+    assert_eq!(String::from_utf8_lossy(&dlbench().arg("--version").output().unwrap().stdout).trim(), v);
+}
+
+/// `check` names the path it could not use, in one line, exit 2.
+#[test]
+fn check_errors_name_the_path() {
+    let dir = scratch("check-errors");
+    let missing = dir.join("no-such-history.jsonl");
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(&bad, "{\"this is\": \"not a record\"}\n{}\n").unwrap();
+    let empty = dir.join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let plain_dir = dir.join("not-a-run");
+    std::fs::create_dir_all(&plain_dir).unwrap();
+    let run_dir = dir.join("a-run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::write(run_dir.join("history.jsonl"), "").unwrap();
+    for (path, what) in [(&missing, "No such file"), (&bad, "line 1"), (&empty, "no operations"), (&plain_dir, "directory"), (&run_dir, "history.jsonl")] {
+        let out = dlbench().arg("check").arg(path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
+        assert!(err.contains(&path.display().to_string()), "the path is not named: {err}");
+        assert!(err.contains(what), "{}: {err}", path.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

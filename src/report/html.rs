@@ -14,9 +14,7 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-fn ms(us: u64) -> String {
-    format!("{:.2}", us as f64 / 1000.0)
-}
+use crate::stats::fmt_ms_cell as ms;
 
 /// (segment, checker, evidence) -> the history records of the operations involved.
 pub type Excerpts = HashMap<(usize, String, usize), Vec<String>>;

@@ -7,9 +7,7 @@ use crate::summary::calibration::Calibration;
 use crate::summary::{BackendSummary, Summary};
 use crate::verdict::Verdict;
 
-fn ms(us: u64) -> String {
-    format!("{:.2}", us as f64 / 1000.0)
-}
+use crate::stats::fmt_ms_cell as ms;
 
 const COLS: usize = 16;
 const HEADER: [&str; COLS] = [
@@ -72,7 +70,7 @@ pub fn table(s: &Summary) -> String {
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
             if !(i == 1 && c.starts_with("FAILED")) {
-                width[i] = width[i].max(c.len());
+                width[i] = width[i].max(c.chars().count());
             }
         }
     }
@@ -226,7 +224,7 @@ pub fn ap_cp_table(s: &Summary) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
-            width[i] = width[i].max(c.len());
+            width[i] = width[i].max(c.chars().count());
         }
     }
     let mut out = String::new();

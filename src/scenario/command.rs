@@ -1,4 +1,4 @@
-//! `dlbench scenario ID[,ID] --backend B|all`: run catalogue entries, print observed
+//! `dlbench scenario ID[,ID] --backends B|all`: run catalogue entries, print observed
 //! against expected, write a result set, exit non-zero on a contradiction.
 
 use std::path::PathBuf;

@@ -48,13 +48,7 @@ fn flag(kind: &str, detail: String) -> Anomaly {
     Anomaly { kind: kind.to_string(), detail }
 }
 
-fn fmt_ms(us: u64) -> String {
-    if us >= 1_000_000 {
-        format!("{:.2} s", us as f64 / 1e6)
-    } else {
-        format!("{:.1} ms", us as f64 / 1e3)
-    }
-}
+use crate::stats::fmt_latency as fmt_ms;
 
 /// Judge one phase: its series (t counts from the phase start, warm-up included), its
 /// warm-up, the acquire and service latency over the measured window, and its wait timeout.
