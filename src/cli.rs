@@ -165,9 +165,13 @@ enum Command {
     /// `calibration` section.
     #[command(after_long_help = CALIBRATE_EXAMPLES)]
     Calibrate(CalibrateArgs),
-    /// Internal: the compose delay fault's sidecar. Holds every packet through this network
-    /// namespace's interface for DELAY (netfilter queue), until SIGTERM.
-    #[command(hide = true)]
+    /// Internal: hold this namespace's packets for a delay (the compose delay fault).
+    ///
+    /// The compose target starts it from the bench image in a server container's network
+    /// namespace (`docker run --network container:NODE --cap-add NET_ADMIN`): every packet
+    /// through the default interface goes to a netfilter queue and is let go after --delay,
+    /// each way, until SIGTERM (`docker stop`), which lets everything go and removes the rules.
+    #[command(hide = true, after_long_help = "Examples:\n  dlbench delay-node --delay 100ms            # inside the node's namespace, as root\n")]
     DelayNode(DelayNodeArgs),
 }
 

@@ -68,6 +68,37 @@ fn chromium_dom(page: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// Load `page` in headless Chromium inside an iframe `width` px wide (the test's own wrapper
+/// page: the report carries no test hook) and report what loaded: how many images, which
+/// did not decode, and how wide the page's content is.
+fn chromium_probe(page: &Path, width: u32) -> (usize, String, u32) {
+    let dir = page.parent().unwrap();
+    let name = page.file_name().unwrap().to_string_lossy();
+    let wrapper = dir.join(format!("probe-{width}.html"));
+    std::fs::write(
+        &wrapper,
+        format!(
+            "<!DOCTYPE html><html><body style=\"margin:0\"><iframe id=\"f\" src=\"{name}\" style=\"width:{width}px;height:900px;border:0\"></iframe><pre id=\"probe\">loading</pre><script>\
+             document.getElementById('f').addEventListener('load',function(){{var o=document.getElementById('probe');try{{var d=this.contentDocument;\
+             var imgs=[].slice.call(d.images);var bad=imgs.filter(function(i){{return !(i.complete&&i.naturalWidth>0)}}).map(function(i){{return i.getAttribute('src')}});\
+             o.textContent='probe images='+imgs.length+' broken='+bad.join(',')+' width='+d.documentElement.scrollWidth+' end';}}catch(e){{o.textContent='probe error '+e;}}}});\
+             </script></body></html>"
+        ),
+    )
+    .unwrap();
+    let out = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("file://{}", wrapper.display()))
+        .stderr(Stdio::null())
+        .output()
+        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh installs it");
+    let _ = std::fs::remove_file(&wrapper);
+    let dom = String::from_utf8_lossy(&out.stdout).to_string();
+    let probe = dom.split("probe images=").nth(1).and_then(|r| r.split(" end").next()).unwrap_or_else(|| panic!("the probe did not run: {}", &dom[dom.len().saturating_sub(300)..]));
+    let field = |k: &str| probe.split(&format!("{k}=")).nth(1).unwrap_or("").split(' ').next().unwrap_or("").to_string();
+    (probe.split(' ').next().unwrap_or("0").parse().unwrap_or(0), field("broken"), field("width").parse().unwrap_or(u32::MAX))
+}
+
 #[test]
 fn report_renders_in_chromium_with_every_plot_and_fault_windows() {
     let run = finished_run();
@@ -80,14 +111,35 @@ fn report_renders_in_chromium_with_every_plot_and_fault_windows() {
     for want in ["latency-spectrum.svg", "timeline-redis.svg", "timeline-etcd.svg", "availability.svg"] {
         assert!(plots.iter().any(|p| p == want), "{want} missing from {plots:?}");
     }
+    // Every plot decodes, and nothing makes the page wider than the screen at 800 and 420
+    // px (wide tables scroll in their own box).
+    for width in [800, 420] {
+        let (images, broken, content) = chromium_probe(&page, width);
+        assert_eq!((images, broken.as_str()), (plots.len(), ""), "at {width} px: not every plot loaded");
+        assert!(content <= width, "at {width} px the page is {content} px wide: something does not wrap or scroll");
+    }
+    assert!(!html.contains("<script"), "no script, no test hook in the page");
+    // The page links its data files, and each link resolves.
     let dom = chromium_dom(&page);
-    let status = dom.split("id=\"page-status\"").nth(1).unwrap_or("");
-    assert!(
-        status.contains(&format!("report-ok images={} broken= errors=0", plots.len())),
-        "the page did not load cleanly with its {} plots: {}",
-        plots.len(),
-        &status[..status.len().min(200)]
-    );
+    let files = dom.split("id=\"files\"").nth(1).and_then(|r| r.split("</p>").next()).expect("the page links its data files");
+    let links: Vec<&str> = files.split("href=\"").skip(1).filter_map(|r| r.split('"').next()).collect();
+    for want in ["summary.json", "history.jsonl", "checks.json"] {
+        assert!(links.contains(&want), "no link to {want}: {links:?}");
+    }
+    assert!(links.iter().any(|l| l.starts_with("hdr/") && l.ends_with(".hlog")), "no .hlog linked: {links:?}");
+    for l in &links {
+        assert!(run.join(l).is_file(), "the page links {l}, which is not in the run directory");
+    }
+    // The checks matrix: a row per backend · workload, a cell per checker, each linked.
+    let matrix = dom.split("id=\"checks-matrix\"").nth(1).and_then(|r| r.split("</table>").next()).expect("a checks matrix");
+    for b in ["redis · hot-key", "etcd · hot-key"] {
+        assert!(matrix.contains(b), "{b} missing from the checks matrix");
+    }
+    assert!(["fencing", "lost-updates", "availability"].iter().all(|c| matrix.contains(c)), "no checker column: {}", &matrix[..matrix.len().min(400)]);
+    for anchor in matrix.split("href=\"#").skip(1).filter_map(|r| r.split('"').next()) {
+        assert!(dom.contains(&format!("id=\"{anchor}\"")), "the matrix links #{anchor}, which the page lacks");
+    }
+    assert!(dom.contains("id=\"glossary\"") && dom.contains("Jain"), "no glossary");
     // Faults ran, so the timelines shade their windows (the fault colour, translucent).
     let svg = std::fs::read_to_string(run.join("plots").join("timeline-redis.svg")).unwrap();
     assert!(svg.matches("#D62728").count() >= 3, "no shaded fault window in the redis timeline");
@@ -165,8 +217,8 @@ fn a_killed_run_still_renders_and_says_so() {
     assert!(html.contains("<td class=\"l\">hot-key</td>"), "the phase cut short is rebuilt from its history");
     let md = std::fs::read_to_string(run.join("summary.md")).unwrap();
     assert!(md.contains("Incomplete"), "{md}");
-    let dom = chromium_dom(&run.join("report.html"));
-    assert!(dom.contains("report-ok"), "the incomplete report still loads cleanly");
+    let (_, broken, width) = chromium_probe(&run.join("report.html"), 800);
+    assert!(broken.is_empty() && width <= 800, "the incomplete report does not load cleanly: broken {broken:?}, width {width}");
 }
 
 /// `compare` refuses runs that cannot be compared: exit 2, one line naming what differs;

@@ -75,23 +75,33 @@ td:first-child,th:first-child,td.l{text-align:left}th{background:#f3f3f3}\
 .banner{background:#fff3cd;border:1px solid #e0b400;padding:0.6em 1em}\
 pre{background:#f7f7f7;padding:0.5em;overflow-x:auto;font-size:0.8em}img{max-width:100%;border:1px solid #eee;margin:0.5em 0}\
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:bold}\
-.scroll{overflow-x:auto;max-width:100%}";
+.scroll{overflow-x:auto;max-width:100%}h1,dd,li,p{overflow-wrap:anywhere}\
+.matrix td{text-align:center}\
+@media (max-width:600px){body{margin:0.5em}table{font-size:0.8em}dl{grid-template-columns:auto}dd{margin-left:0.5em}}";
 
-/// Checks, once the page has loaded, that every plot image decoded, and notes any script
-/// error, where a headless browser's DOM dump (and a reader) can see it.
-const SCRIPT: &str = "window.__errors=[];window.addEventListener('error',function(e){window.__errors.push(String(e.message))});\
-window.addEventListener('load',function(){var imgs=Array.prototype.slice.call(document.images);\
-var bad=imgs.filter(function(i){return !(i.complete&&i.naturalWidth>0)}).map(function(i){return i.getAttribute('src')});\
-var s=document.getElementById('page-status');\
-s.textContent=(bad.length===0&&window.__errors.length===0?'report-ok':'report-broken')+' images='+imgs.length+' broken='+bad.join(',')+' errors='+window.__errors.length;});";
+/// What the page's columns and labels mean, for a reader who has not read the README.
+const GLOSSARY: &[(&str, &str)] = &[
+    ("acq/s", "successful acquisitions per second over the measured window (after the warm-up)"),
+    ("p50 / p99 / p99.9 / max ms", "acquire latency from the intended start of the attempt (wrk2's rule: a late start counts against the lock)"),
+    ("handoff p50 ms", "from one holder's release to the next holder's grant, on the same key"),
+    ("fair", "Jain's fairness index of acquisitions across clients: 1 is perfectly even, 1/n is one client taking everything"),
+    ("errors", "acquisitions that failed or timed out (their own series, never folded into the latency)"),
+    ("overlaps", "times two clients held the same key at once, seen at the protected resource"),
+    ("lost upd", "writes to the protected register that a later holder did not see"),
+    ("stale tok", "writes carrying a fencing token older than one already accepted"),
+    ("expo %", "share of the run a holder spent inside its critical section, where a fault can hurt it; a low share is weak evidence"),
+    ("avail", "share of the faulted time in which acquisitions still succeeded; recovery ms: from a fault's end to the next success"),
+    ("claims / observed", "AP or CP: the class the recipe promises, and the one the run showed (CP: refuses rather than double-grants)"),
+    ("valid / invalid / unknown", "a checker's verdict; unknown means the history could not decide (no evidence either way)"),
+    ("anomaly", "a flag from the per-second series: seconds with no acquisition, stalls past the wait timeout, a rate that never settled"),
+];
 
 pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> String {
     let s = &input.summary;
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>dlbench {}</title><style>{STYLE}</style>\
-         <script>{SCRIPT}</script></head><body><h1>dlbench run {}</h1>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>dlbench {}</title><style>{STYLE}</style></head><body><h1>dlbench run {}</h1>",
         esc(&s.run_id),
         esc(&s.run_id)
     );
@@ -137,6 +147,13 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         meta("peak memory", format!("{rss} MB"));
     }
     h.push_str("</dl>");
+    if !input.files.is_empty() {
+        h.push_str("<p id=\"files\">Data: ");
+        let links: Vec<String> = input.files.iter().map(|f| format!("<a href=\"{0}\">{0}</a>", esc(f))).collect();
+        h.push_str(&links.join(" · "));
+        h.push_str("</p>");
+    }
+    h.push_str(&checks_matrix(&input.verdicts));
 
     // The AP / CP table, per workload, only when faults were applied.
     if !s.faults_applied() {
@@ -238,7 +255,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     }
 
     if !s.scenarios.is_empty() {
-        h.push_str("<h2>Scenarios</h2><table><tr><th>scenario</th><th>backend</th><th>fencing</th><th>expected</th><th>observed</th><th>agrees</th></tr>");
+        h.push_str("<h2>Scenarios</h2><div class=\"scroll\"><table><tr><th>scenario</th><th>backend</th><th>fencing</th><th>expected</th><th>observed</th><th>agrees</th></tr>");
         for o in &s.scenarios {
             let name = if o.case.is_empty() { o.scenario.clone() } else { format!("{} ({})", o.scenario, o.case) };
             let _ = write!(
@@ -254,13 +271,19 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
                 if o.ok { "yes" } else { "NO" }
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table></div>");
     }
 
     h.push_str("<h2>Plots</h2>");
     for (title, path) in plots {
         let _ = write!(h, "<h3>{}</h3><img src=\"{}\" alt=\"{}\">", esc(title), esc(&path.to_string_lossy()), esc(title));
     }
+
+    h.push_str("<h2>Glossary</h2><dl id=\"glossary\">");
+    for (k, v) in GLOSSARY {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    h.push_str("</dl>");
 
     h.push_str("<h2>Checks</h2>");
     if input.verdicts.is_empty() {
@@ -269,7 +292,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     let mut anchored = std::collections::HashSet::new();
     for (i, v) in input.verdicts.iter().enumerate() {
         let anchor = if anchored.insert(v.backend.clone()) { format!(" id=\"checks-{}\"", esc(&v.backend)) } else { String::new() };
-        let _ = write!(h, "<h3{anchor}>{} {}: <span class=\"{}\">{}</span></h3><ul>", esc(&v.backend), esc(&v.workload), validity_class(v.valid), v.valid);
+        let _ = write!(h, "<h3{anchor}><span id=\"seg-{i}\"></span>{} {}: <span class=\"{}\">{}</span></h3><ul>", esc(&v.backend), esc(&v.workload), validity_class(v.valid), v.valid);
         for r in &v.results {
             let _ = write!(h, "<li><b>{}</b> <span class=\"{}\">{}</span>: {}", esc(&r.checker), validity_class(r.valid), r.valid, esc(&r.message));
             if !r.evidence.is_empty() {
@@ -307,7 +330,43 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
             }
         }
     }
-    h.push_str("<p id=\"page-status\" style=\"color:#999;font-size:0.8em\">loading</p></body></html>\n");
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// Backend · workload against checker, each cell the verdict, linked to its first evidence
+/// (or to the phase's checks when the checker named none).
+fn checks_matrix(verdicts: &[SegmentVerdict]) -> String {
+    if verdicts.is_empty() {
+        return String::new();
+    }
+    let mut checkers: Vec<String> = Vec::new();
+    for v in verdicts {
+        for r in &v.results {
+            if !checkers.contains(&r.checker) {
+                checkers.push(r.checker.clone());
+            }
+        }
+    }
+    let mut h = String::from("<h2>Checks at a glance</h2><div class=\"scroll\"><table class=\"matrix\" id=\"checks-matrix\"><tr><th>backend · workload</th>");
+    for c in &checkers {
+        let _ = write!(h, "<th>{}</th>", esc(c));
+    }
+    h.push_str("<th>phase</th></tr>");
+    for (i, v) in verdicts.iter().enumerate() {
+        let _ = write!(h, "<tr><td>{} · {}</td>", esc(&v.backend), esc(&v.workload));
+        for c in &checkers {
+            match v.results.iter().find(|r| &r.checker == c) {
+                Some(r) => {
+                    let href = if r.evidence.is_empty() { format!("#seg-{i}") } else { format!("#ev-{i}-{}-0", r.checker) };
+                    let _ = write!(h, "<td><a class=\"{}\" href=\"{href}\" title=\"{}\">{}</a></td>", validity_class(r.valid), esc(&r.message), r.valid);
+                }
+                None => h.push_str("<td>-</td>"),
+            }
+        }
+        let _ = write!(h, "<td><a class=\"{}\" href=\"#seg-{i}\">{}</a></td></tr>", validity_class(v.valid), v.valid);
+    }
+    h.push_str("</table></div>");
     h
 }
 
@@ -336,7 +395,7 @@ fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::S
          Growth is the least-squares slope after the warm-up.</p>",
         r.samples, r.seconds, r.warmup_s
     );
-    h.push_str("<table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after warm-up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
+    h.push_str("<div class=\"scroll\"><table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after warm-up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
     let row = |h: &mut String, name: &str, t: &crate::resources::Trend| {
         let _ = write!(
             h,
@@ -355,14 +414,14 @@ fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::S
     for (n, t) in &r.servers_mb {
         row(&mut h, &format!("{n} PSS (MiB)"), t);
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
     h
 }
 
 fn calibration(c: &crate::calibrate::Calibration) -> String {
     let mut h = format!("<h2>Calibration</h2><p>{} connections, {:.0} s per measurement, one local target.</p>", c.connections, c.seconds);
     if !c.side_by_side.is_empty() {
-        h.push_str("<h3>The harness beside reference tools</h3><table><tr><th>backend</th><th>work</th><th>dlbench /s</th><th>reference</th><th>reference /s</th><th>ratio</th></tr>");
+        h.push_str("<h3>The harness beside reference tools</h3><div class=\"scroll\"><table><tr><th>backend</th><th>work</th><th>dlbench /s</th><th>reference</th><th>reference /s</th><th>ratio</th></tr>");
         for r in &c.side_by_side {
             let _ = write!(
                 h,
@@ -375,10 +434,10 @@ fn calibration(c: &crate::calibrate::Calibration) -> String {
                 r.ratio
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table></div>");
     }
     if !c.primitive_cost.is_empty() {
-        h.push_str("<h3>A lock cycle in primitives (each client its own key)</h3><table><tr><th>backend</th><th>primitive</th><th>primitive /s</th><th>lock cycles /s</th><th>primitives per cycle</th></tr>");
+        h.push_str("<h3>A lock cycle in primitives (each client its own key)</h3><div class=\"scroll\"><table><tr><th>backend</th><th>primitive</th><th>primitive /s</th><th>lock cycles /s</th><th>primitives per cycle</th></tr>");
         for r in &c.primitive_cost {
             let _ = write!(
                 h,
@@ -390,10 +449,10 @@ fn calibration(c: &crate::calibrate::Calibration) -> String {
                 r.primitives_per_cycle
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table></div>");
     }
     if !c.efficiency.is_empty() {
-        h.push_str("<h3>Hot-key hand-offs against the bound (release write + notification + confirm)</h3><table><tr><th>backend</th><th>release write µs</th><th>notification µs</th><th>confirm µs</th><th>bound /s</th><th>hand-offs /s</th><th>efficiency</th><th>note</th></tr>");
+        h.push_str("<h3>Hot-key hand-offs against the bound (release write + notification + confirm)</h3><div class=\"scroll\"><table><tr><th>backend</th><th>release write µs</th><th>notification µs</th><th>confirm µs</th><th>bound /s</th><th>hand-offs /s</th><th>efficiency</th><th>note</th></tr>");
         for r in &c.efficiency {
             let _ = write!(
                 h,
@@ -408,7 +467,7 @@ fn calibration(c: &crate::calibrate::Calibration) -> String {
                 esc(&r.note)
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table></div>");
     }
     h
 }

@@ -20,6 +20,28 @@ pub struct Input {
     /// Why the figures may be incomplete, when they may.
     pub incomplete: Option<String>,
     pub has_history: bool,
+    /// The run directory's data files the page links to (relative paths, those present).
+    pub files: Vec<String>,
+}
+
+/// The data files of a run directory, in the order a reader wants them.
+fn data_files(dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = ["summary.json", "summary.md", "plan.json", "checks.json", "history.jsonl", "resources.jsonl"]
+        .iter()
+        .filter(|f| dir.join(f).is_file())
+        .map(|f| f.to_string())
+        .collect();
+    let mut hlogs: Vec<String> = std::fs::read_dir(dir.join("hdr"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".hlog"))
+        .map(|n| format!("hdr/{n}"))
+        .collect();
+    hlogs.sort();
+    files.extend(hlogs);
+    files
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(p: &Path) -> anyhow::Result<Option<T>> {
@@ -77,7 +99,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Input> {
     if !summary.complete && !has_history {
         incomplete = Some("the run did not finish and kept no history; figures cover the phases it summarised".into());
     }
-    Ok(Input { summary, verdicts, incomplete, has_history })
+    Ok(Input { summary, verdicts, incomplete, has_history, files: data_files(dir) })
 }
 
 /// Totals of a backend rebuilt from its workloads (after phases were added from history).

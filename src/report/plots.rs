@@ -32,6 +32,64 @@ fn color(i: usize) -> RGBColor {
     RGBColor(r, g, b)
 }
 
+/// A backend's colour, the same in every chart of every run (fixed order, not the order the
+/// backends ran in).
+pub fn backend_color(name: &str) -> RGBColor {
+    const ORDER: [&str; 6] = ["postgres", "redis", "redlock", "zookeeper", "etcd", "memory"];
+    match ORDER.iter().position(|n| *n == name) {
+        Some(i) => color(i),
+        None => color(6 + name.bytes().map(usize::from).sum::<usize>() % 4),
+    }
+}
+
+/// A fault kind's colour for its bands (kill is the red the Jepsen plots use).
+pub fn fault_color(f: &str) -> RGBColor {
+    let kind = f.split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or(f);
+    match kind {
+        "kill" => RGBColor(214, 39, 40),
+        "pause" => RGBColor(255, 127, 14),
+        "partition" => RGBColor(148, 103, 189),
+        "isolate" => RGBColor(140, 86, 75),
+        "delay" => RGBColor(188, 189, 34),
+        "clock" => RGBColor(227, 119, 194),
+        "failover" => RGBColor(23, 190, 207),
+        _ => RGBColor(127, 127, 127),
+    }
+}
+
+/// What a legend entry shows.
+enum Swatch {
+    Line(RGBAColor),
+    Band(RGBAColor),
+}
+
+/// A legend in its own panel beside the chart, so it never hides data.
+fn legend_panel<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, entries: &[(String, Swatch)]) -> Res<()>
+where
+    DB::ErrorType: 'static,
+{
+    for (i, (label, sw)) in entries.iter().enumerate() {
+        let y = 40 + i as i32 * 20;
+        match sw {
+            Swatch::Line(c) => area.draw(&PathElement::new(vec![(5, y), (25, y)], c.stroke_width(2)))?,
+            Swatch::Band(c) => area.draw(&Rectangle::new([(5, y - 6), (25, y + 6)], c.filled()))?,
+        }
+        area.draw(&Text::new(label.clone(), (30, y - 7), ("sans-serif", 13)))?;
+    }
+    Ok(())
+}
+
+/// A phase's per-second acquisitions with every second present: a second in which nothing
+/// was acquired is a 0, not a gap the line would bridge.
+fn per_second(w: &crate::summary::WorkloadSummary) -> Vec<(u32, f64, f64)> {
+    let len = w.timeseries.iter().map(|p| p.t + 1).max().unwrap_or(0);
+    let mut out: Vec<(u32, f64, f64)> = (0..len).map(|t| (t, 0.0, 0.0)).collect();
+    for p in &w.timeseries {
+        out[p.t as usize] = (p.t, p.ok as f64, p.p99_us as f64 / 1000.0);
+    }
+    out
+}
+
 /// Whether an `.hlog` file name is one of this backend's phases of this workload (and client
 /// count, when given): `backend-workload[-cN][-rK]-acquire.hlog`.
 fn phase_file(name: &str, backend: &str, workload: &str, clients: Option<usize>) -> bool {
@@ -91,7 +149,7 @@ fn percent_label(x: &f64) -> String {
 /// The acquire-latency percentile spectrum of every backend on one chart (log scales).
 pub fn spectrum(run_dir: &Path, s: &Summary, out: &Path) -> Res<bool> {
     // One curve per backend · workload (· clients, in a sweep): never pooled over workloads.
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut series: Vec<(String, Vec<(f64, f64)>, RGBColor, f64)> = Vec::new();
     for b in s.backends.iter().filter(|b| b.failure.is_none()) {
         let mut seen: Vec<(String, usize)> = Vec::new();
         for w in &b.workloads {
@@ -116,16 +174,19 @@ pub fn spectrum(run_dir: &Path, s: &Summary, out: &Path) -> Res<bool> {
                 }
             };
             let label = if sweep { format!("{} · {} · {} clients", b.name, w.name, w.clients) } else { format!("{} · {}", b.name, w.name) };
-            series.push((label, pts));
+            // The backend's colour; its second and later workloads lighter.
+            let shade = [1.0, 0.55, 0.35][(seen.len() - 1).min(2)];
+            series.push((label, pts, backend_color(&b.name), shade));
         }
     }
     if series.is_empty() {
         return Ok(false);
     }
-    let ymax = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).fold(1.0, f64::max) * 2.0;
-    let ymin = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).fold(f64::MAX, f64::min).max(0.001) / 2.0;
-    let root = SVGBackend::new(out, (900, 500)).into_drawing_area();
+    let ymax = series.iter().flat_map(|(_, p, _, _)| p.iter().map(|x| x.1)).fold(1.0, f64::max) * 2.0;
+    let ymin = series.iter().flat_map(|(_, p, _, _)| p.iter().map(|x| x.1)).fold(f64::MAX, f64::min).max(0.001) / 2.0;
+    let root = SVGBackend::new(out, (1000, 500)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (root, side) = root.split_horizontally(760);
     let mut chart = ChartBuilder::on(&root)
         .caption("Acquire latency by percentile", ("sans-serif", 22))
         .margin(15)
@@ -140,81 +201,165 @@ pub fn spectrum(run_dir: &Path, s: &Summary, out: &Path) -> Res<bool> {
         .x_label_formatter(&percent_label)
         .y_label_formatter(&|v| format!("{v}"))
         .draw()?;
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let c = color(i);
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    let mut legend = Vec::new();
+    for (name, pts, c, shade) in &series {
+        let c = c.mix(*shade);
+        chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?;
+        legend.push((name.clone(), Swatch::Line(c)));
     }
-    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    legend_panel(&side, &legend)?;
     root.present()?;
     Ok(true)
 }
 
-/// One backend's phases laid end to end: (seconds, acq/s, p99 ms) and fault windows.
-fn timeline(b: &BackendSummary) -> (Vec<(f64, f64, f64)>, Vec<(f64, f64, String)>) {
-    let mut pts = Vec::new();
-    let mut windows = Vec::new();
+/// One backend's phases laid end to end: per-second points (seconds, acq/s, p99 ms), every
+/// second present; fault windows (start, end, "fault targets"); phases (start, end, warm-up
+/// end, name).
+struct Timeline {
+    pts: Vec<(f64, f64, f64)>,
+    faults: Vec<(f64, f64, String)>,
+    phases: Vec<(f64, f64, f64, String)>,
+}
+
+fn timeline(b: &BackendSummary) -> Timeline {
+    let mut t = Timeline { pts: Vec::new(), faults: Vec::new(), phases: Vec::new() };
     let mut offset = 0.0;
     for w in &b.workloads {
-        for p in &w.timeseries {
-            pts.push((offset + p.t as f64 + 1.0, p.ok as f64, p.p99_us as f64 / 1000.0));
+        let secs = per_second(w);
+        for &(s, ok, p99) in &secs {
+            t.pts.push((offset + s as f64 + 1.0, ok, p99));
         }
-        let mut open: Vec<(String, f64)> = Vec::new();
+        let len = secs.len() as f64;
+        let mut open: Vec<(String, f64, String)> = Vec::new();
         for e in &w.nemesis {
-            let t = offset + e.at_ms as f64 / 1000.0;
+            let at = offset + e.at_ms as f64 / 1000.0;
             match e.phase.as_str() {
-                "start" => open.push((e.f.clone(), t)),
+                "start" => open.push((e.f.clone(), at, e.targets.join(","))),
                 "end" => {
-                    if let Some(i) = open.iter().position(|(f, _)| *f == e.f) {
-                        let (f, s) = open.remove(i);
-                        windows.push((s, t, format!("{f} {}", e.targets.join(","))));
+                    if let Some(i) = open.iter().position(|(f, _, _)| *f == e.f) {
+                        let (f, s, who) = open.remove(i);
+                        t.faults.push((s, at, format!("{f} {who}")));
                     }
                 }
                 _ => {}
             }
         }
-        let len = w.timeseries.len() as f64;
-        for (f, s) in open {
-            windows.push((s, offset + len, f));
+        for (f, s, who) in open {
+            t.faults.push((s, offset + len, format!("{f} {who}")));
         }
+        let label = if w.repeat > 0 { format!("{} #{}", w.name, w.repeat + 1) } else { w.name.clone() };
+        t.phases.push((offset, offset + len, offset + w.warmup_s.min(len), label));
         offset += len;
     }
-    (pts, windows)
+    t
 }
 
-/// Throughput and p99 over time for one backend, fault windows shaded (Jepsen style).
+const WARMUP: RGBColor = RGBColor(127, 127, 127);
+
+/// Throughput and p99 over time for one backend: phases and warm-ups marked, fault windows
+/// as bands coloured by fault kind and labelled with the fault and its targets (Jepsen
+/// style), the legend beside the chart.
 pub fn over_time(b: &BackendSummary, out: &Path) -> Res<bool> {
-    let (pts, windows) = timeline(b);
-    if pts.is_empty() {
+    let t = timeline(b);
+    if t.pts.is_empty() {
         return Ok(false);
     }
-    let xmax = pts.last().map(|p| p.0).unwrap_or(1.0).max(1.0);
-    let tmax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
-    let lmax = pts.iter().map(|p| p.2).fold(0.01, f64::max) * 2.0;
-    let root = SVGBackend::new(out, (900, 520)).into_drawing_area();
+    let xmax = t.pts.last().map(|p| p.0).unwrap_or(1.0).max(1.0);
+    let tmax = (t.pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.25).ceil();
+    let lmax = t.pts.iter().map(|p| p.2).fold(0.01, f64::max) * 2.0;
+    let root = SVGBackend::new(out, (1000, 540)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(&format!("{}: throughput and p99 over time", b.name), ("sans-serif", 22))?;
-    let (top, bottom) = root.split_vertically(250);
-    let shade = RGBColor(214, 39, 40).mix(0.15);
+    let (root, side) = root.split_horizontally(800);
+    let (top, bottom) = root.split_vertically(260);
+    let line = backend_color(&b.name);
+    let int = |v: &f64| format!("{:.0}", v);
     let mut c1 = ChartBuilder::on(&top).margin(10).x_label_area_size(25).y_label_area_size(70).build_cartesian_2d(0f64..xmax, 0f64..tmax)?;
-    c1.configure_mesh().y_desc("acquisitions/s").x_labels(10).draw()?;
-    c1.draw_series(windows.iter().map(|(s, e, _)| Rectangle::new([(*s, 0.0), (*e, tmax)], shade.filled())))?
-        .label("fault")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], shade.filled()));
-    c1.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color(0).stroke_width(2)))?
-        .label("acq/s")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color(0).stroke_width(2)));
-    c1.configure_series_labels().position(SeriesLabelPosition::UpperRight).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    c1.configure_mesh().y_desc("acquisitions/s").x_labels(12).y_labels(6).x_label_formatter(&int).y_label_formatter(&int).draw()?;
     let mut c2 = ChartBuilder::on(&bottom)
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(70)
         .build_cartesian_2d(0f64..xmax, (0.01f64..lmax).log_scale())?;
-    c2.configure_mesh().x_desc("seconds").y_desc("p99 ms (log)").x_labels(10).y_label_formatter(&|v| format!("{v}")).draw()?;
-    c2.draw_series(windows.iter().map(|(s, e, _)| Rectangle::new([(*s, 0.01), (*e, lmax)], shade.filled())))?;
-    c2.draw_series(LineSeries::new(pts.iter().filter(|p| p.2 > 0.0).map(|p| (p.0, p.2)), color(1).stroke_width(2)))?;
+    c2.configure_mesh().x_desc("seconds").y_desc("p99 ms (log)").x_labels(12).x_label_formatter(&int).y_label_formatter(&|v| format!("{v}")).draw()?;
+    // Warm-ups, then faults, then phase boundaries, then the data on top.
+    c1.draw_series(t.phases.iter().map(|(s, _, w, _)| Rectangle::new([(*s, 0.0), (*w, tmax)], WARMUP.mix(0.12).filled())))?;
+    c2.draw_series(t.phases.iter().map(|(s, _, w, _)| Rectangle::new([(*s, 0.01), (*w, lmax)], WARMUP.mix(0.12).filled())))?;
+    c1.draw_series(t.faults.iter().map(|(s, e, f)| Rectangle::new([(*s, 0.0), (*e, tmax)], fault_color(f).mix(0.18).filled())))?;
+    c2.draw_series(t.faults.iter().map(|(s, e, f)| Rectangle::new([(*s, 0.01), (*e, lmax)], fault_color(f).mix(0.18).filled())))?;
+    c1.draw_series(t.faults.iter().enumerate().map(|(i, (s, _, f))| {
+        // Labels alternate between two rows so neighbouring bands do not overwrite each other.
+        let y = tmax * if i % 2 == 0 { 0.97 } else { 0.90 };
+        Text::new(f.clone(), (*s, y), ("sans-serif", 11).into_font().color(&fault_color(f)))
+    }))?;
+    for (s, _, _, name) in &t.phases {
+        c1.draw_series(std::iter::once(PathElement::new(vec![(*s, 0.0), (*s, tmax)], BLACK.mix(0.5).stroke_width(1))))?;
+        c2.draw_series(std::iter::once(PathElement::new(vec![(*s, 0.01), (*s, lmax)], BLACK.mix(0.5).stroke_width(1))))?;
+        c1.draw_series(std::iter::once(Text::new(name.clone(), (*s + xmax * 0.005, tmax * 0.82), ("sans-serif", 12))))?;
+    }
+    c1.draw_series(LineSeries::new(t.pts.iter().map(|p| (p.0, p.1)), line.stroke_width(2)))?;
+    c2.draw_series(LineSeries::new(t.pts.iter().filter(|p| p.2 > 0.0).map(|p| (p.0, p.2)), line.stroke_width(2)))?;
+    let mut legend = vec![
+        ("acq/s (top), p99 (bottom)".to_string(), Swatch::Line(line.to_rgba())),
+        ("warm-up (not measured)".to_string(), Swatch::Band(WARMUP.mix(0.3))),
+    ];
+    let mut kinds: Vec<&str> = t.faults.iter().map(|(_, _, f)| f.split(' ').next().unwrap_or("")).collect();
+    kinds.dedup();
+    kinds.sort();
+    kinds.dedup();
+    for k in kinds {
+        legend.push((k.to_string(), Swatch::Band(fault_color(k).mix(0.3))));
+    }
+    legend_panel(&side, &legend)?;
+    root.present()?;
+    Ok(true)
+}
+
+/// Throughput over time for one workload, every backend on one scale (its phase's seconds,
+/// warm-up shaded), one colour per backend. Repeats (`--repeat`) are drawn separately, lighter.
+pub fn workload_throughput(s: &Summary, workload: &str, out: &Path) -> Res<bool> {
+    let mut series: Vec<(String, Vec<(f64, f64)>, RGBAColor)> = Vec::new();
+    let mut warm = 0.0f64;
+    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
+        for w in b.workloads.iter().filter(|w| w.name == workload) {
+            let pts: Vec<(f64, f64)> = per_second(w).iter().map(|&(t, ok, _)| (t as f64 + 1.0, ok)).collect();
+            if pts.is_empty() {
+                continue;
+            }
+            warm = warm.max(w.warmup_s);
+            let label = if w.repeat > 0 { format!("{} #{}", b.name, w.repeat + 1) } else if w.clients > 0 && b.workloads.iter().any(|x| x.name == w.name && x.clients != w.clients) { format!("{} · {} clients", b.name, w.clients) } else { b.name.clone() };
+            let c = backend_color(&b.name).mix(if w.repeat > 0 { 0.45 } else { 1.0 });
+            series.push((label, pts, c));
+        }
+    }
+    if series.is_empty() {
+        return Ok(false);
+    }
+    let xmax = series.iter().flat_map(|(_, p, _)| p.iter().map(|x| x.0)).fold(1.0, f64::max);
+    let ymax = (series.iter().flat_map(|(_, p, _)| p.iter().map(|x| x.1)).fold(1.0, f64::max) * 1.15).ceil();
+    let root = SVGBackend::new(out, (1000, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (root, side) = root.split_horizontally(800);
+    let int = |v: &f64| format!("{:.0}", v);
+    let mut c = ChartBuilder::on(&root)
+        .caption(format!("{workload}: throughput over time, every backend"), ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+    c.configure_mesh().x_desc("seconds since the phase started").y_desc("acquisitions/s").x_labels(12).y_labels(6).x_label_formatter(&int).y_label_formatter(&int).draw()?;
+    if warm > 0.0 {
+        c.draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (warm, ymax)], WARMUP.mix(0.12).filled())))?;
+    }
+    let mut legend = Vec::new();
+    for (label, pts, col) in &series {
+        c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))?;
+        legend.push((label.clone(), Swatch::Line(*col)));
+    }
+    if warm > 0.0 {
+        legend.push(("warm-up (not measured)".to_string(), Swatch::Band(WARMUP.mix(0.3))));
+    }
+    legend_panel(&side, &legend)?;
     root.present()?;
     Ok(true)
 }
@@ -251,7 +396,7 @@ pub fn availability(s: &Summary, out: &Path) -> Res<bool> {
         })
         .draw()?;
     chart.draw_series(rows.iter().enumerate().map(|(i, (_, v))| {
-        Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, *v)], color(i).filled())
+        Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, *v)], backend_color(&rows[i].0).filled())
     }))?;
     root.present()?;
     Ok(true)
@@ -371,6 +516,16 @@ pub fn draw_all(run_dir: &Path, s: &Summary) -> Vec<(String, PathBuf)> {
         Err(e) => tracing::warn!("plot {file}: {e}"),
     };
     try_draw("Acquire latency by percentile".into(), "latency-spectrum.svg".into(), spectrum(run_dir, s, &dir.join("latency-spectrum.svg")));
+    let mut workloads: Vec<&str> = Vec::new();
+    for w in s.backends.iter().filter(|b| b.failure.is_none()).flat_map(|b| &b.workloads) {
+        if !workloads.contains(&w.name.as_str()) {
+            workloads.push(&w.name);
+        }
+    }
+    for w in workloads {
+        let f = format!("throughput-{w}.svg");
+        try_draw(format!("{w}: throughput over time, every backend"), f.clone(), workload_throughput(s, w, &dir.join(&f)));
+    }
     for b in s.backends.iter().filter(|b| b.failure.is_none()) {
         let f = format!("timeline-{}.svg", b.name);
         try_draw(format!("{}: throughput and p99 over time", b.name), f.clone(), over_time(b, &dir.join(&f)));
