@@ -134,9 +134,11 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     run(compose().args(["--profile", "bench", "build", "bench"]));
     let rel = format!("results/compose-test-inside-{}", std::process::id());
     let host_dir = repo().join(&rel);
+    // 24 s for three 3 s faults: starting a delay sidecar and probing a cut take docker
+    // round trips of their own, and the schedule waits for them.
     let out = compose()
         .args(["run", "--rm", "-e", "DLBENCH_TIME_SCALE=", "bench", "run", "--backends", "etcd,redlock", "--workload", "hot-key"])
-        .args(["--nemesis", "partition,delay,clock", "--nemesis-interval", "3s", "--duration", "16s", "--warmup", "0s", "--fencing", "off", "--no-fail-on-violation", "--out", &rel])
+        .args(["--nemesis", "partition,delay,clock", "--nemesis-interval", "3s", "--duration", "24s", "--warmup", "0s", "--fencing", "off", "--no-fail-on-violation", "--out", &rel])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
