@@ -72,39 +72,46 @@ fn clk_tck() -> f64 {
     if t > 0 { t as f64 } else { 100.0 }
 }
 
-/// (pgrp, utime + stime, cutime + cstime) of one process, in ticks. After the command name
-/// (which may hold spaces) the fields are: state ppid pgrp session tty tpgid flags minflt
-/// cminflt majflt cmajflt utime stime cutime cstime.
-fn stat(pid: &str) -> Option<(i32, u64, u64)> {
+/// (ppid, pgrp, utime + stime, cutime + cstime) of one process, in ticks. After the command
+/// name (which may hold spaces) the fields are: state ppid pgrp session tty tpgid flags
+/// minflt cminflt majflt cmajflt utime stime cutime cstime.
+fn stat(pid: &str) -> Option<(i32, i32, u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let f: Vec<&str> = s[s.rfind(')')? + 1..].split_whitespace().collect();
     let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-    Some((f.get(2)?.parse().ok()?, n(11)? + n(12)?, n(13)? + n(14)?))
+    Some((f.get(1)?.parse().ok()?, f.get(2)?.parse().ok()?, n(11)? + n(12)?, n(13)? + n(14)?))
 }
 
 /// dlbench's own CPU time, µs.
 pub fn self_cpu_us() -> Option<f64> {
-    stat("self").map(|(_, own, _)| own as f64 * 1e6 / clk_tck())
+    stat("self").map(|(_, _, own, _)| own as f64 * 1e6 / clk_tck())
 }
 
-/// The CPU time of every process in the process groups led by `leaders`, plus what each
-/// leader's reaped children used, µs.
+/// The CPU time of the servers led by `leaders`, µs: every process in their process groups
+/// and every descendant (a PostgreSQL backend calls `setsid`, leaving the postmaster's
+/// group), each with its reaped children (`cutime + cstime`: a connection's process that
+/// ended in the window is counted through its parent).
 pub fn groups_cpu_us(leaders: &[i32]) -> Option<f64> {
     if leaders.is_empty() {
         return None;
     }
-    let mut ticks = 0u64;
+    let mut procs: Vec<(i32, i32, i32, u64)> = Vec::new();
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let name = e.file_name();
         let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else { continue };
-        let Some((pgrp, own, children)) = stat(pid) else { continue };
-        if leaders.contains(&pgrp) {
-            ticks += own;
-            if pid.parse::<i32>().ok() == Some(pgrp) {
-                ticks += children;
-            }
-        }
+        let Some((ppid, pgrp, own, children)) = stat(pid) else { continue };
+        procs.push((pid.parse().ok()?, ppid, pgrp, own + children));
     }
+    let mut mine: std::collections::HashSet<i32> =
+        procs.iter().filter(|p| leaders.contains(&p.2) || leaders.contains(&p.0)).map(|p| p.0).collect();
+    loop {
+        let more: Vec<i32> = procs.iter().filter(|p| !mine.contains(&p.0) && mine.contains(&p.1)).map(|p| p.0).collect();
+        if more.is_empty() {
+            break;
+        }
+        mine.extend(more);
+    }
+    let ticks: u64 = procs.iter().filter(|p| mine.contains(&p.0)).map(|p| p.3).sum();
     Some(ticks as f64 * 1e6 / clk_tck())
 }
 
@@ -251,14 +258,26 @@ mod tests {
     #[test]
     fn this_process_uses_cpu() {
         let a = self_cpu_us().unwrap();
+        // Spin until the counter moves (one clock tick), within a bound.
         let mut x = 0u64;
-        for i in 0..50_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        for round in 0..10_000u64 {
+            for i in 0..1_000_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i ^ round));
+            }
+            if self_cpu_us().unwrap() > a {
+                break;
+            }
         }
-        std::hint::black_box(x);
         let b = self_cpu_us().unwrap();
         assert!(b > a, "{a} -> {b}");
-        // Our own process group, led by someone: some CPU is found.
         assert!(groups_cpu_us(&[]).is_none());
+        // A child that left our process group (as a PostgreSQL backend does) is still ours.
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sh").args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"]).process_group(0).spawn().unwrap();
+        child.wait().unwrap();
+        let me = std::process::id() as i32;
+        let with = groups_cpu_us(&[me]).unwrap();
+        let own = self_cpu_us().unwrap();
+        assert!(with > own, "the reaped child's CPU counts through its parent: {with} <= {own}");
     }
 }
