@@ -335,8 +335,8 @@ pub fn cost_rows(s: &Summary) -> Vec<[String; 7]> {
 
 /// The explanation under the cost table.
 pub const COST_NOTE: &str = "Over each phase's measured window, divided by its successful acquisitions. Server CPU: \
-     utime + stime of every process of the backend's servers (from /proc, with the reaped children of each \
-     server's process group), measured on the local target only, where dlbench started the servers. \
+     utime + stime of every process of the backend's servers, their descendants and the children they reaped \
+     (from /proc), measured on the local target only, where dlbench started the servers. \
      dlbench CPU: this process over the same window, for comparison. Counters: what each server reports \
      cheaply (etcd WAL fsyncs from /metrics, summed over its nodes; PostgreSQL pg_stat_wal bytes and syncs; \
      Redis and Redlock INFO total_net_input_bytes + total_net_output_bytes, summed over the nodes).";
@@ -390,4 +390,52 @@ pub fn cost_markdown(s: &Summary) -> String {
     }
     let _ = writeln!(out, "\n{COST_NOTE}");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::{BackendSummary, WorkloadSummary};
+    use crate::verdict::FencingMode;
+
+    fn row(clients: usize, ops: f64, p99: u64, server: Option<f64>) -> WorkloadSummary {
+        let pct = serde_json::json!({"count": 10, "mean": 100.0, "p50": 100, "p90": 500, "p99": p99, "p999": p99, "p9999": p99, "max": p99});
+        let mut w: WorkloadSummary = serde_json::from_value(serde_json::json!({
+            "name": "many-keys", "clients": clients, "keys": 64, "seed": null, "warmup_s": 0.0, "measured_s": 5.0,
+            "ops_per_sec": ops, "acquired": 1, "acquire_latency_us": pct, "service_latency_us": pct,
+            "release_latency_us": pct, "handoff_latency_us": pct, "fairness_jain": null, "driver_lag_ms": {"p50": 0.0, "p99": 0.0, "max": 0.0},
+            "first_keys": [], "timeseries": [], "errors": 0, "error_kinds": {}, "timeouts": 0, "retired_clients": 0,
+            "sections": 0, "overlaps": 0, "lost_updates": 0, "stale_tokens": 0, "lost_updates_fenced": 0, "rejected": 0
+        }))
+        .unwrap();
+        w.server_cpu_us_per_acq = server;
+        w.dlbench_cpu_us_per_acq = Some(30.0);
+        w
+    }
+
+    fn summary(target: &str, server: Option<f64>) -> Summary {
+        let mut s = Summary::begin("r", target, FencingMode::Both, vec![]);
+        let mut b = BackendSummary::new("redis", None, &[]);
+        b.workloads = vec![row(1, 1000.0, 1000, server), row(2, 1900.0, 1100, server), row(4, 2000.0, 3000, server)];
+        s.backends.push(b);
+        s
+    }
+
+    #[test]
+    fn cost_is_a_figure_on_the_local_target_and_said_unmeasured_elsewhere() {
+        let local = markdown(&summary("local", Some(21.5)));
+        assert!(local.contains("| redis | many-keys | 1 | 1000 | 21.5 | 30.0 |"), "{local}");
+        assert!(!local.contains(NOT_LOCAL), "{local}");
+        let external = markdown(&summary("external", None));
+        assert!(external.contains(&format!("| redis | many-keys | 1 | 1000 | {NOT_LOCAL} | 30.0 |")), "{external}");
+        assert!(!external.contains("| 0.0 |"), "not measured is never printed as 0: {external}");
+    }
+
+    #[test]
+    fn the_scaling_table_marks_the_knee() {
+        let md = scaling_markdown(&summary("local", Some(20.0)));
+        // 2 -> 4 clients: throughput x1.05, p99 x2.7.
+        assert!(md.contains("| redis | many-keys | 4 | 2000 | 3.00 | - | 20.0 | **knee** |"), "{md}");
+        assert_eq!(md.matches("**knee**").count(), 1, "{md}");
+    }
 }
