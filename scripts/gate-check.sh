@@ -2,27 +2,34 @@
 # Does `dlbench compare` hold as a regression gate on this machine?
 #
 # Ten comparisons of the same build against itself, each side `run --repeat 5` (short
-# phases, the in-process memory backend, 1 ms holds so that timers rather than raw CPU set
-# the pace), must report no regression; one comparison against a deliberately slowed build
-# must report one. The slowed build is the same binary with the test hook
-# DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US set (every memory acquire sleeps that long
-# first; honoured by the memory backend only, and announced on stderr).
+# phases, 1 ms holds so that timers rather than raw CPU set the pace), must report no
+# regression; one comparison against a deliberately slowed build must report one. The
+# slowed build is the same binary with a test hook set: every acquire of the backend sleeps
+# 2 ms first (DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US for the in-process memory backend,
+# DLBENCH_TEST_HOOK_REDIS_ACQUIRE_DELAY_US for Redis; announced on stderr).
 #
-#   sh scripts/gate-check.sh            # about 4 minutes on 2 cores
-#   TRIES=3 sh scripts/gate-check.sh    # fewer same-build comparisons
+#   sh scripts/gate-check.sh                  # memory backend, about 4 minutes on 2 cores
+#   BACKEND=redis sh scripts/gate-check.sh    # a real server (local target), about 7 minutes
+#   TRIES=3 sh scripts/gate-check.sh          # fewer same-build comparisons
 set -eu
 cd "$(dirname "$0")/.."
 bin=target/release/dlbench
 [ -x "$bin" ] || cargo build --release
 tries=${TRIES:-10}
-out=target/gate-check
+backend=${BACKEND:-memory}
+case $backend in
+    memory) hook=DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US ;;
+    redis) hook=DLBENCH_TEST_HOOK_REDIS_ACQUIRE_DELAY_US ;;
+    *) echo "gate-check: BACKEND=$backend has no slowing hook; use memory or redis" >&2; exit 2 ;;
+esac
+out=target/gate-check-$backend
 rm -rf "$out"
 mkdir -p "$out"
 
 run() { # results-dir [VAR=value]
     dir=$1
     shift
-    env "$@" "$bin" run --backends memory --workload many-keys --clients 4 --hold 1ms \
+    env "$@" "$bin" run --backends "$backend" --workload many-keys --clients 4 --hold 1ms \
         --duration 1s --warmup 0s --repeat 5 --out "$dir" >"$dir.stdout" 2>"$dir.stderr"
 }
 
@@ -51,12 +58,12 @@ while [ "$i" -le "$tries" ]; do
 done
 
 run "$out/slow-a"
-run "$out/slow-b" DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US=2000
+run "$out/slow-b" "$hook=2000"
 set +e
 v=$(compare "$out/slow-a" "$out/slow-b")
 rc=$?
 set -e
-echo "slowed build (+2 ms per acquire): exit $rc: $v"
+echo "slowed build (+2 ms per $backend acquire): exit $rc: $v"
 echo "same build: $((tries - false_alarms)) of $tries without a regression; slowed build $([ "$rc" -eq 1 ] && echo caught || echo MISSED)"
 echo "(Markdown of each comparison: $out/*.compare.md)"
 [ "$false_alarms" -eq 0 ] && [ "$rc" -eq 1 ]

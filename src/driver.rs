@@ -62,6 +62,8 @@ pub struct PhaseOutputs {
     /// How long before the phase's end faults stop (default: a quarter of the phase, 2 s at
     /// least), so that whether the service recovered can be seen.
     pub quiet_tail: Option<Duration>,
+    /// Snapshot the cost counters at the measured window's start and end (see `cost`).
+    pub cost: Option<crate::cost::CostProbe>,
 }
 
 /// What one phase measured.
@@ -95,6 +97,11 @@ pub struct PhaseResult {
     pub in_flight_at_end: u64,
     /// Open loop: operations due that no client had started when the phase's time was up.
     pub backlog_at_end: Option<u64>,
+    /// The cost counters at the measured window's start and end, when a probe was given
+    /// and the window was reached.
+    pub cost: Option<(crate::cost::Snapshot, crate::cost::Snapshot)>,
+    /// dlbench's resident memory at its highest during the phase, MiB (sampled each second).
+    pub peak_rss_mb: Option<f64>,
 }
 
 impl PhaseResult {
@@ -117,6 +124,8 @@ impl PhaseResult {
             nemesis,
             in_flight_at_end: 0,
             backlog_at_end: None,
+            cost: None,
+            peak_rss_mb: None,
         }
     }
 
@@ -288,6 +297,19 @@ pub async fn run_phase(
         None => None,
     };
     let probe = tokio::spawn(lag_probe(stop.clone()));
+    // The cost window opens with the measured window (a phase interrupted before cannot
+    // have one).
+    let cost_start = out.cost.clone().map(|c| {
+        let from = started + w.warmup;
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep_until(from.into()) => Some(c(true).await),
+                _ = stop.cancelled() => None,
+            }
+        })
+    });
+    let mut peak_rss_kb = crate::resources::self_rss_kb();
     let mut clients = tokio::task::JoinSet::new();
     for c in 0..w.clients {
         clients.spawn(client_loop(shared.clone(), c));
@@ -328,6 +350,7 @@ pub async fn run_phase(
         })
     };
     let mut emit = |t: u32, from: Instant, to: Instant, series: &mut Vec<TimePoint>, merged: &mut Histogram<u64>| {
+        peak_rss_kb = peak_rss_kb.max(crate::resources::self_rss_kb());
         let mut point = shared.recorder.tick(t, merged);
         point.backlog = backlog(to);
         if let Some(h) = hlog.as_mut() {
@@ -357,8 +380,16 @@ pub async fn run_phase(
             _ = cancel.cancelled() => break Instant::now(),
         }
     };
+    let cost_end = match &out.cost {
+        Some(c) if stopped_at >= shared.measure_from => Some(c(false).await),
+        _ => None,
+    };
     stop.cancel();
     faults_stop.cancel();
+    let cost = match (cost_start, cost_end) {
+        (Some(t), Some(end)) => t.await.ok().flatten().map(|s| (s, end)),
+        _ => None,
+    };
     let in_flight_at_end = shared.in_flight.load(Ordering::SeqCst);
     let backlog_at_end = backlog(stopped_at);
     // Let operations in flight finish (so the history ends resolved), within a bound.
@@ -418,6 +449,8 @@ pub async fn run_phase(
         nemesis,
         in_flight_at_end,
         backlog_at_end,
+        cost,
+        peak_rss_mb: peak_rss_kb.map(|kb| (kb as f64 / 1024.0 * 10.0).round() / 10.0),
     })
 }
 

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod cluster;
 pub mod compare;
 pub mod connect;
+pub mod cost;
 pub mod driver;
 pub mod endpoints;
 pub mod facts;

@@ -114,6 +114,11 @@ fn statm_rss_kb(pid: &str) -> Option<u64> {
     Some(pages * page_kb())
 }
 
+/// This process's resident set size now, KiB.
+pub fn self_rss_kb() -> Option<u64> {
+    statm_rss_kb("self")
+}
+
 fn page_kb() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

@@ -243,6 +243,24 @@ fn fault_runner(target: Arc<dyn Faults>, kind: BackendKind, w: &Workload, plan: 
     })
 }
 
+/// The cost probe of one backend's phases: its servers' CPU and counters on the local
+/// target (whose server PIDs dlbench owns), dlbench's own CPU everywhere.
+fn cost_probe(target: Option<&Running>, kind: BackendKind) -> crate::cost::CostProbe {
+    match target {
+        Some(Running::Local(t)) if kind != BackendKind::Memory && !t.nodes_of(kind).is_empty() => {
+            let servers = crate::cost::LocalServers {
+                kind,
+                addrs: t.nodes_of(kind).iter().filter(|n| !n.replica).map(|n| n.real_addr.clone()).collect(),
+                password: t.password().map(str::to_string),
+            };
+            let t = t.clone();
+            let pids: Arc<dyn Fn() -> Vec<i32> + Send + Sync> = Arc::new(move || t.nodes_of(kind).iter().filter_map(|n| n.pid()).collect());
+            crate::cost::probe(Some((servers, pids)))
+        }
+        _ => crate::cost::probe(None),
+    }
+}
+
 /// Run the plan; returns the process exit code.
 pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32> {
     plan.validate()?;
@@ -357,6 +375,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                 history: history.clone().map(|h| (h, kind.name().to_string())),
                 faults,
                 quiet_tail: None,
+                cost: Some(cost_probe(target.as_ref(), kind)),
             };
             // Keys are named after the run and the workload; the phases of a sweep get keys
             // of their own, so no claim left by one phase can block the next.

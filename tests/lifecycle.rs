@@ -247,3 +247,35 @@ fn sigkill_at_ten_random_instants_leaves_nothing_behind() {
     assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
     eprintln!("sigkill test took {:?}", started.elapsed());
 }
+
+/// `--clients 1,2` on the local target: one row per client count, each with the servers' CPU
+/// per acquisition (dlbench owns their PIDs), and the report's cost table and scaling chart.
+#[test]
+fn a_local_sweep_measures_the_cost_of_each_point() {
+    let dir = scratch("cost-sweep");
+    let out = dir.join("results");
+    let o = dlbench()
+        .args(["run", "--backends", "redis", "--workload", "hot-key", "--clients", "1,2", "--duration", "2s", "--warmup", "1s", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "the sweep failed: {}", String::from_utf8_lossy(&o.stderr));
+    let run = out.join("latest");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    let rows = s["backends"][0]["workloads"].as_array().unwrap();
+    let clients: Vec<u64> = rows.iter().map(|w| w["clients"].as_u64().unwrap()).collect();
+    assert_eq!(clients, vec![1, 2], "one row per client count: {rows:?}");
+    for w in rows {
+        let cpu = w["server_cpu_us_per_acq"].as_f64();
+        assert!(cpu.is_some_and(|c| c > 0.0), "server CPU per acquisition at {} clients: {cpu:?}", w["clients"]);
+        assert!(w["dlbench_cpu_us_per_acq"].as_f64().is_some_and(|c| c > 0.0), "dlbench CPU per acquisition: {w}");
+        assert!(w["server_counters_per_acq"]["net_bytes"].as_f64().is_some_and(|b| b > 0.0), "Redis bytes on the wire: {w}");
+        assert!(w["harness_peak_rss_mb"].as_f64().is_some_and(|m| m > 0.0), "dlbench's peak RSS in the phase: {w}");
+    }
+    let md = std::fs::read_to_string(run.join("summary.md")).unwrap();
+    assert!(md.contains("## Cost per acquisition") && md.contains("## Scaling"), "summary.md:\n{md}");
+    assert!(!md.contains("not measured: not the local target"), "the local target measures its servers:\n{md}");
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains("Cost per acquisition") && html.contains("scaling-hot-key.svg"), "report.html lacks the cost table or the scaling chart");
+    assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
+}

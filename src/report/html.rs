@@ -247,6 +247,8 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         h.push_str("</ul>");
     }
 
+    h.push_str(&cost(s));
+    h.push_str(&scaling(s));
     if let Some(c) = &s.calibration {
         h.push_str(&calibration(c));
     }
@@ -415,6 +417,62 @@ fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::S
         row(&mut h, &format!("{n} PSS (MiB)"), t);
     }
     h.push_str("</table></div>");
+    h
+}
+
+/// The cost-per-acquisition table (see `text::cost_rows`).
+fn cost(s: &crate::summary::Summary) -> String {
+    use crate::report::text::{cost_rows, COST_HEADER, COST_NOTE};
+    let rows = cost_rows(s);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2 id=\"cost\">Cost per acquisition</h2><div class=\"scroll\"><table><tr>");
+    for c in COST_HEADER {
+        let _ = write!(h, "<th>{}</th>", esc(c));
+    }
+    h.push_str("</tr>");
+    for r in &rows {
+        h.push_str("<tr>");
+        for (i, c) in r.iter().enumerate() {
+            let _ = write!(h, "<td{}>{}</td>", if i == 1 || i == 6 { " class=\"l\"" } else { "" }, esc(c));
+        }
+        h.push_str("</tr>");
+    }
+    let _ = write!(h, "</table></div><p>{}</p>", esc(COST_NOTE));
+    h
+}
+
+/// The scaling table: each swept backend · workload's points, the knee marked.
+fn scaling(s: &crate::summary::Summary) -> String {
+    let curves = crate::summary::scaling::curves(s);
+    if curves.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h2 id=\"scaling\">Scaling</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>clients</th><th>acq/s</th><th>p99 ms</th>\
+         <th>dlbench peak RSS MiB</th><th>server CPU µs/acq</th><th>knee</th></tr>",
+    );
+    for c in &curves {
+        for (i, p) in c.points.iter().enumerate() {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.0}</td><td>{:.2}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                esc(&c.backend),
+                esc(&c.workload),
+                p.clients,
+                p.ops_per_sec,
+                p.p99_ms,
+                p.harness_peak_rss_mb.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                p.server_cpu_us_per_acq.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                if c.knee == Some(i) { "<b>knee</b>" } else { "" }
+            );
+        }
+    }
+    h.push_str(
+        "</table></div><p>The knee: the first client count whose p99 grew by a larger factor than its throughput since the previous count \
+         (marked on the scaling charts). dlbench peak RSS: the harness's resident memory at its highest during that phase.</p>",
+    );
     h
 }
 

@@ -107,6 +107,10 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
         validity: Some(v.valid),
         verdict: None,
         nemesis: Vec::new(),
+        server_cpu_us_per_acq: None,
+        dlbench_cpu_us_per_acq: None,
+        server_counters_per_acq: Default::default(),
+        harness_peak_rss_mb: None,
     }
 }
 

@@ -1,6 +1,6 @@
 //! The report's charts, as SVG (plotters): the latency percentile spectrum, throughput and
 //! p99 over time with fault windows shaded, availability under faults, and throughput
-//! against client count for a sweep.
+//! and p99 against client count, per workload, for a sweep.
 
 use std::path::{Path, PathBuf};
 
@@ -402,45 +402,51 @@ pub fn availability(s: &Summary, out: &Path) -> Res<bool> {
     Ok(true)
 }
 
-/// Throughput against client count, per backend and workload, when a sweep ran.
-pub fn sweep(s: &Summary, out: &Path) -> Res<bool> {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for b in s.backends.iter() {
-        let mut names: Vec<&str> = b.workloads.iter().map(|w| w.name.as_str()).collect();
-        names.sort();
-        names.dedup();
-        for n in names {
-            let mut pts: Vec<(f64, f64)> =
-                b.workloads.iter().filter(|w| w.name == n).map(|w| (w.clients as f64, w.ops_per_sec)).collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            pts.dedup_by(|a, b| a.0 == b.0);
-            if pts.len() >= 2 {
-                series.push((format!("{} {n}", b.name), pts));
+/// One workload's scaling curves: throughput (top) and p99 (bottom, log) against clients
+/// on a log2 axis, one colour per backend, each backend's knee ringed and labelled (see
+/// `summary::scaling`).
+pub fn scaling(s: &Summary, workload: &str, out: &Path) -> Res<bool> {
+    let curves: Vec<crate::summary::scaling::Curve> = crate::summary::scaling::curves(s).into_iter().filter(|c| c.workload == workload).collect();
+    if curves.is_empty() {
+        return Ok(false);
+    }
+    let x = |c: usize| (c.max(1) as f64).log2();
+    let xmax = curves.iter().flat_map(|c| c.points.iter().map(|p| x(p.clients))).fold(1.0, f64::max) + 0.3;
+    let tmax = curves.iter().flat_map(|c| c.points.iter().map(|p| p.ops_per_sec)).fold(1.0, f64::max) * 1.15;
+    let lmax = curves.iter().flat_map(|c| c.points.iter().map(|p| p.p99_ms)).fold(0.01, f64::max) * 2.0;
+    let lmin = curves.iter().flat_map(|c| c.points.iter().map(|p| p.p99_ms)).filter(|v| *v > 0.0).fold(f64::MAX, f64::min).min(lmax / 4.0).max(0.001) / 2.0;
+    let root = SVGBackend::new(out, (900, 620)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(&format!("{workload}: throughput and p99 against clients (knee ringed)"), ("sans-serif", 22))?;
+    let (top, bottom) = root.split_vertically(300);
+    let xlabel = |v: &f64| format!("{:.0}", 2f64.powf(*v));
+    let xticks = (xmax.floor() as usize + 1).min(12);
+    let mut c1 = ChartBuilder::on(&top).margin(10).x_label_area_size(25).y_label_area_size(70).build_cartesian_2d(-0.3f64..xmax, 0f64..tmax)?;
+    c1.configure_mesh().y_desc("acquisitions/s").x_labels(xticks).x_label_formatter(&xlabel).y_label_formatter(&|v| format!("{v:.0}")).draw()?;
+    let mut c2 = ChartBuilder::on(&bottom)
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.3f64..xmax, (lmin..lmax).log_scale())?;
+    c2.configure_mesh().x_desc("clients (log2)").y_desc("p99 ms (log)").x_labels(xticks).x_label_formatter(&xlabel).y_label_formatter(&|v| format!("{v}")).draw()?;
+    for c in curves.iter() {
+        let col = backend_color(&c.backend);
+        let t: Vec<(f64, f64)> = c.points.iter().map(|p| (x(p.clients), p.ops_per_sec)).collect();
+        let l: Vec<(f64, f64)> = c.points.iter().filter(|p| p.p99_ms > 0.0).map(|p| (x(p.clients), p.p99_ms)).collect();
+        c1.draw_series(LineSeries::new(t.iter().copied(), col.stroke_width(2)).point_size(4))?
+            .label(c.backend.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        c2.draw_series(LineSeries::new(l.iter().copied(), col.stroke_width(2)).point_size(4))?;
+        if let Some(k) = c.knee.and_then(|k| c.points.get(k)) {
+            let kx = x(k.clients);
+            c1.draw_series(std::iter::once(Circle::new((kx, k.ops_per_sec), 10, col.stroke_width(2))))?;
+            c1.draw_series(std::iter::once(Text::new(format!("knee {}", k.clients), (kx, k.ops_per_sec), ("sans-serif", 14).into_font().color(&col))))?;
+            if k.p99_ms > 0.0 {
+                c2.draw_series(std::iter::once(Circle::new((kx, k.p99_ms), 10, col.stroke_width(2))))?;
             }
         }
     }
-    if series.is_empty() {
-        return Ok(false);
-    }
-    let xmax = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)).fold(2.0, f64::max) * 1.5;
-    let ymax = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).fold(1.0, f64::max) * 2.0;
-    let root = SVGBackend::new(out, (900, 500)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Throughput against clients", ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((0.8f64..xmax).log_scale(), (0.5f64..ymax).log_scale())?;
-    chart.configure_mesh().x_desc("clients (log)").y_desc("acquisitions/s (log)").x_label_formatter(&|v| format!("{v:.0}")).y_label_formatter(&|v| format!("{v:.0}")).draw()?;
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let c = color(i);
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)).point_size(4))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-    }
-    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    c1.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
     root.present()?;
     Ok(true)
 }
@@ -531,7 +537,14 @@ pub fn draw_all(run_dir: &Path, s: &Summary) -> Vec<(String, PathBuf)> {
         try_draw(format!("{}: throughput and p99 over time", b.name), f.clone(), over_time(b, &dir.join(&f)));
     }
     try_draw("Availability during faults".into(), "availability.svg".into(), availability(s, &dir.join("availability.svg")));
-    try_draw("Throughput against clients".into(), "clients-sweep.svg".into(), sweep(s, &dir.join("clients-sweep.svg")));
+    let mut workloads: Vec<String> = crate::summary::scaling::curves(s).into_iter().map(|c| c.workload).collect();
+    workloads.dedup();
+    workloads.sort();
+    workloads.dedup();
+    for w in workloads {
+        let f = format!("scaling-{w}.svg");
+        try_draw(format!("{w}: throughput and p99 against clients"), f.clone(), scaling(s, &w, &dir.join(&f)));
+    }
     try_draw("Resources over the run".into(), "resources.svg".into(), resources(run_dir, &dir.join("resources.svg")));
     out
 }

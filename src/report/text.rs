@@ -147,6 +147,8 @@ pub fn markdown(s: &Summary) -> String {
             conns.join(", ")
         ));
     }
+    out.push_str(&cost_markdown(s));
+    out.push_str(&scaling_markdown(s));
     let flags = anomalies(s);
     if flags.is_empty() {
         out.push_str("\nNo anomaly flagged (seconds without an acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that had not settled).\n");
@@ -276,4 +278,162 @@ pub fn calibration_markdown(c: &Calibration) -> String {
         s.push('\n');
     }
     s
+}
+
+/// The columns of the cost-per-acquisition table.
+pub const COST_HEADER: [&str; 7] = ["backend", "workload", "clients", "acq/s", "server CPU µs/acq", "dlbench CPU µs/acq", "server counters per acq"];
+
+/// What the server columns say where dlbench did not start the servers.
+pub const NOT_LOCAL: &str = "not measured: not the local target";
+
+fn counter_label(name: &str) -> &str {
+    match name {
+        "wal_fsyncs" => "WAL fsyncs",
+        "wal_bytes" => "WAL bytes",
+        "wal_syncs" => "WAL syncs",
+        "net_bytes" => "bytes on the wire",
+        other => other,
+    }
+}
+
+/// One row per backend · workload phase: server and dlbench CPU per acquisition and the
+/// servers' own counters; empty when no phase measured its cost.
+pub fn cost_rows(s: &Summary) -> Vec<[String; 7]> {
+    let local = s.target == "local";
+    let mut rows = Vec::new();
+    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
+        for w in &b.workloads {
+            if w.dlbench_cpu_us_per_acq.is_none() && w.server_cpu_us_per_acq.is_none() {
+                continue;
+            }
+            let server = match w.server_cpu_us_per_acq {
+                Some(v) => format!("{v:.1}"),
+                None if b.name == "memory" => "- (no server)".into(),
+                None if !local => NOT_LOCAL.into(),
+                None => "-".into(),
+            };
+            let counters = if w.server_counters_per_acq.is_empty() {
+                if local || b.name == "memory" { "-".to_string() } else { NOT_LOCAL.to_string() }
+            } else {
+                w.server_counters_per_acq.iter().map(|(k, v)| format!("{} {}", if *v >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") }, counter_label(k))).collect::<Vec<_>>().join(", ")
+            };
+            rows.push([
+                b.name.clone(),
+                w.name.clone(),
+                w.clients.to_string(),
+                format!("{:.0}", w.ops_per_sec),
+                server,
+                w.dlbench_cpu_us_per_acq.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                counters,
+            ]);
+        }
+    }
+    rows
+}
+
+/// The explanation under the cost table.
+pub const COST_NOTE: &str = "Over each phase's measured window, divided by its successful acquisitions. Server CPU: \
+     utime + stime of every process of the backend's servers, their descendants and the children they reaped \
+     (from /proc), measured on the local target only, where dlbench started the servers. \
+     dlbench CPU: this process over the same window, for comparison. Counters: what each server reports \
+     cheaply (etcd WAL fsyncs from /metrics, summed over its nodes; PostgreSQL pg_stat_wal bytes and syncs; \
+     Redis and Redlock INFO total_net_input_bytes + total_net_output_bytes, summed over the nodes).";
+
+/// The scaling table: per backend · workload swept over client counts, each point's
+/// throughput, p99, dlbench's peak memory, and the knee.
+pub fn scaling_markdown(s: &Summary) -> String {
+    let curves = crate::summary::scaling::curves(s);
+    if curves.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n## Scaling\n\n| backend | workload | clients | acq/s | p99 ms | dlbench peak RSS MiB | server CPU µs/acq | knee |\n|---|---|---:|---:|---:|---:|---:|---|\n",
+    );
+    for c in &curves {
+        for (i, p) in c.points.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.0} | {:.2} | {} | {} | {} |",
+                c.backend,
+                c.workload,
+                p.clients,
+                p.ops_per_sec,
+                p.p99_ms,
+                p.harness_peak_rss_mb.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                p.server_cpu_us_per_acq.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                if c.knee == Some(i) { "**knee**" } else { "" }
+            );
+        }
+    }
+    out.push_str(
+        "\nThe knee: the first client count whose p99 grew by a larger factor than its throughput since the previous \
+         count. dlbench peak RSS: the harness's resident memory at its highest during that phase (sampled each second).\n",
+    );
+    let none: Vec<String> = curves.iter().filter(|c| c.knee.is_none()).map(|c| format!("{} · {}", c.backend, c.workload)).collect();
+    if !none.is_empty() {
+        let _ = writeln!(out, "No knee within the counts run: {}.", none.join(", "));
+    }
+    out
+}
+
+/// The cost table as Markdown (empty when nothing measured it).
+pub fn cost_markdown(s: &Summary) -> String {
+    let rows = cost_rows(s);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n## Cost per acquisition\n\n| {} |\n|---|---|---:|---:|---:|---:|---|\n", COST_HEADER.join(" | "));
+    for r in &rows {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+    let _ = writeln!(out, "\n{COST_NOTE}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::{BackendSummary, WorkloadSummary};
+    use crate::verdict::FencingMode;
+
+    fn row(clients: usize, ops: f64, p99: u64, server: Option<f64>) -> WorkloadSummary {
+        let pct = serde_json::json!({"count": 10, "mean": 100.0, "p50": 100, "p90": 500, "p99": p99, "p999": p99, "p9999": p99, "max": p99});
+        let mut w: WorkloadSummary = serde_json::from_value(serde_json::json!({
+            "name": "many-keys", "clients": clients, "keys": 64, "seed": null, "warmup_s": 0.0, "measured_s": 5.0,
+            "ops_per_sec": ops, "acquired": 1, "acquire_latency_us": pct, "service_latency_us": pct,
+            "release_latency_us": pct, "handoff_latency_us": pct, "fairness_jain": null, "driver_lag_ms": {"p50": 0.0, "p99": 0.0, "max": 0.0},
+            "first_keys": [], "timeseries": [], "errors": 0, "error_kinds": {}, "timeouts": 0, "retired_clients": 0,
+            "sections": 0, "overlaps": 0, "lost_updates": 0, "stale_tokens": 0, "lost_updates_fenced": 0, "rejected": 0
+        }))
+        .unwrap();
+        w.server_cpu_us_per_acq = server;
+        w.dlbench_cpu_us_per_acq = Some(30.0);
+        w
+    }
+
+    fn summary(target: &str, server: Option<f64>) -> Summary {
+        let mut s = Summary::begin("r", target, FencingMode::Both, vec![]);
+        let mut b = BackendSummary::new("redis", None, &[]);
+        b.workloads = vec![row(1, 1000.0, 1000, server), row(2, 1900.0, 1100, server), row(4, 2000.0, 3000, server)];
+        s.backends.push(b);
+        s
+    }
+
+    #[test]
+    fn cost_is_a_figure_on_the_local_target_and_said_unmeasured_elsewhere() {
+        let local = markdown(&summary("local", Some(21.5)));
+        assert!(local.contains("| redis | many-keys | 1 | 1000 | 21.5 | 30.0 |"), "{local}");
+        assert!(!local.contains(NOT_LOCAL), "{local}");
+        let external = markdown(&summary("external", None));
+        assert!(external.contains(&format!("| redis | many-keys | 1 | 1000 | {NOT_LOCAL} | 30.0 |")), "{external}");
+        assert!(!external.contains("| 0.0 |"), "not measured is never printed as 0: {external}");
+    }
+
+    #[test]
+    fn the_scaling_table_marks_the_knee() {
+        let md = scaling_markdown(&summary("local", Some(20.0)));
+        // 2 -> 4 clients: throughput x1.05, p99 x2.7.
+        assert!(md.contains("| redis | many-keys | 4 | 2000 | 3.00 | - | 20.0 | **knee** |"), "{md}");
+        assert_eq!(md.matches("**knee**").count(), 1, "{md}");
+    }
 }

@@ -5,6 +5,7 @@
 
 pub mod calibration;
 pub mod resources;
+pub mod scaling;
 pub mod scenario;
 pub mod soak;
 pub mod steady;
@@ -179,6 +180,22 @@ pub struct WorkloadSummary {
     pub verdict: Option<Verdict>,
     #[serde(default)]
     pub nemesis: Vec<NemesisEvent>,
+    /// Server CPU time (utime + stime of every process of the backend's servers, over the
+    /// measured window) per successful acquisition, µs. Only on the local target, where
+    /// dlbench started the servers and knows their PIDs; absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_acq: Option<f64>,
+    /// dlbench's own CPU time over the same window per successful acquisition, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dlbench_cpu_us_per_acq: Option<f64>,
+    /// Counters the servers report, per successful acquisition over the same window (local
+    /// target): `wal_fsyncs` (etcd), `wal_bytes` and `wal_syncs` (PostgreSQL `pg_stat_wal`),
+    /// `net_bytes` (Redis and Redlock, in + out, summed over the nodes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_counters_per_acq: BTreeMap<String, f64>,
+    /// dlbench's resident memory at its highest during this phase, MiB (sampled each second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_peak_rss_mb: Option<f64>,
 }
 
 impl WorkloadSummary {
@@ -391,6 +408,7 @@ impl WorkloadSummary {
         let acquire = Percentiles::of(&p.totals.acquire);
         let service = Percentiles::of(&p.totals.service);
         let wait_timeout_ms = p.workload.wait_timeout.as_millis() as u64;
+        let cost = p.cost.as_ref().map(|(a, b)| crate::cost::per_acquisition(a, b, p.totals.acquired)).unwrap_or_default();
         let steady = steady::assess(&p.timeseries, p.workload.warmup.as_secs_f64(), &acquire, &service, wait_timeout_ms);
         WorkloadSummary {
             name: p.workload.name.clone(),
@@ -442,6 +460,10 @@ impl WorkloadSummary {
             validity: None,
             verdict: None,
             nemesis: p.nemesis.clone(),
+            server_cpu_us_per_acq: cost.server_cpu_us,
+            dlbench_cpu_us_per_acq: cost.dlbench_cpu_us,
+            server_counters_per_acq: cost.counters,
+            harness_peak_rss_mb: p.peak_rss_mb,
         }
     }
 }

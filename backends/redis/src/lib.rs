@@ -30,7 +30,15 @@ pub struct RedisBackend {
     node: RedisNode,
     cfg: NodeConfig,
     connections: Connections,
+    /// The test hook [`SLOW_HOOK`]: extra time every acquire takes.
+    slow: Option<std::time::Duration>,
 }
+
+/// A test and bench hook, and nothing else: when this variable holds a duration in
+/// microseconds, every acquire of the Redis backend first sleeps that long. It stands for a
+/// slowed build in `scripts/gate-check.sh BACKEND=redis`, which shows that `compare` catches
+/// a real slow-down on a real server; no shipped workflow sets it.
+pub const SLOW_HOOK: &str = "DLBENCH_TEST_HOOK_REDIS_ACQUIRE_DELAY_US";
 
 impl RedisBackend {
     pub async fn connect(cfg: NodeConfig) -> Result<Self, LockError> {
@@ -39,7 +47,11 @@ impl RedisBackend {
 
     /// Connect; in `PerClient` mode each [`Backend::client`] opens a connection of its own.
     pub async fn connect_with(cfg: NodeConfig, connections: Connections) -> Result<Self, LockError> {
-        Ok(RedisBackend { node: RedisNode::connect(&cfg).await?, cfg, connections })
+        let slow = std::env::var(SLOW_HOOK).ok().and_then(|v| v.parse::<u64>().ok()).filter(|&us| us > 0).map(std::time::Duration::from_micros);
+        if let Some(d) = slow {
+            eprintln!("dlbench: test hook {SLOW_HOOK} is set: every redis acquire sleeps {} µs first", d.as_micros());
+        }
+        Ok(RedisBackend { node: RedisNode::connect(&cfg).await?, cfg, connections, slow })
     }
 
     pub fn node(&self) -> &RedisNode {
@@ -66,7 +78,7 @@ impl Backend for RedisBackend {
             Connections::Shared => self.node.clone(),
             Connections::PerClient => RedisNode::connect(&self.cfg).await?,
         };
-        Ok(Box::new(RedisLock { node }))
+        Ok(Box::new(RedisLock { node, slow: self.slow }))
     }
     fn describe(&self) -> String {
         format!("redis {}", self.node.endpoint)
@@ -82,12 +94,16 @@ impl Backend for RedisBackend {
 
 struct RedisLock {
     node: RedisNode,
+    slow: Option<std::time::Duration>,
 }
 
 #[async_trait]
 impl DistLock for RedisLock {
     async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
         let invoked_at = Instant::now();
+        if let Some(d) = self.slow {
+            tokio::time::sleep(d).await;
+        }
         let deadline = invoked_at + opts.wait;
         let token = node::random_token();
         loop {
