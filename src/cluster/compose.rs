@@ -85,13 +85,18 @@ fn inside() -> bool {
     std::env::var(INSIDE_VAR).is_ok_and(|v| v == "1")
 }
 
+/// Inside the bench container: its own container (Docker sets the hostname to the id).
+fn own_container() -> Result<String, String> {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).map_err(|e| format!("cannot read /etc/hostname: {e}"))
+}
+
 /// Inside the bench container: the compose project it belongs to, from its own labels.
 async fn own_project() -> Result<String, String> {
-    let host = std::fs::read_to_string("/etc/hostname").map_err(|e| format!("cannot read /etc/hostname: {e}"))?;
-    let p = docker(&["inspect", "--format", "{{index .Config.Labels \"com.docker.compose.project\"}}", host.trim()]).await?;
+    let host = own_container()?;
+    let p = docker(&["inspect", "--format", "{{index .Config.Labels \"com.docker.compose.project\"}}", &host]).await?;
     let p = p.trim().to_string();
     if p.is_empty() {
-        return Err(format!("{INSIDE_VAR}=1, but container {} has no compose project label: run it as `docker compose run --rm bench ...`", host.trim()));
+        return Err(format!("{INSIDE_VAR}=1, but container {} has no compose project label: run it as `docker compose run --rm bench ...`", host));
     }
     Ok(p)
 }
@@ -269,11 +274,6 @@ impl ComposeTarget {
         }
     }
 
-    /// The address a client uses to reach `s` from where dlbench runs.
-    fn client_addr(&self, s: &Service) -> String {
-        s.endpoint.clone()
-    }
-
     /// A container's address on its project network, now (a restart may change it).
     async fn ip(&self, s: &Service) -> Result<String, String> {
         let f = format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", s.network);
@@ -410,8 +410,7 @@ const DELAYER_LABEL: &str = "dlbench.delay-sidecar-of";
 async fn delay_image(inside: bool) -> Result<String, String> {
     const HOW: &str = "the compose delay fault runs `dlbench delay-node` from the bench image: build it with `docker compose --profile bench build` (after `cargo build --release`)";
     if inside {
-        let host = std::fs::read_to_string("/etc/hostname").map_err(|e| format!("cannot read /etc/hostname: {e}"))?;
-        return docker(&["inspect", "--format", "{{.Image}}", host.trim()]).await.map(|s| s.trim().to_string()).map_err(|e| format!("{e} ({HOW})"));
+        return docker(&["inspect", "--format", "{{.Image}}", &own_container()?]).await.map(|s| s.trim().to_string()).map_err(|e| format!("{e} ({HOW})"));
     }
     docker(&["image", "inspect", "--format", "{{.Id}}", BENCH_IMAGE]).await.map(|s| s.trim().to_string()).map_err(|_| format!("no image {BENCH_IMAGE}: {HOW}"))
 }
@@ -537,7 +536,7 @@ impl Faults for ComposeTarget {
                 let port = classify(&r.service)?.1;
                 let probe = format!("timeout 1.5 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null && echo open || echo closed");
                 let seen = docker(&["exec", &t.container, "bash", "-c", &probe]).await.ok()?;
-                let client = round_trip(&self.client_addr(t), t.backend, Duration::from_secs(2)).await;
+                let client = round_trip(&t.endpoint, t.backend, Duration::from_secs(2)).await;
                 let cut = if seen.trim() == "closed" { format!("dropped: {} → {}:{port} unanswered for 1.5 s", t.service, r.service) } else { format!("NOT dropped: {} reached {}:{port}", t.service, r.service) };
                 let reach = match client {
                     Ok(ms) => format!("clients still reach {} ({ms:.0} ms to answer)", t.service),
@@ -545,7 +544,7 @@ impl Faults for ComposeTarget {
                 };
                 Some(format!("{cut}; {reach}"))
             }
-            FaultKind::Isolate => Some(match round_trip(&self.client_addr(t), t.backend, Duration::from_secs(2)).await {
+            FaultKind::Isolate => Some(match round_trip(&t.endpoint, t.backend, Duration::from_secs(2)).await {
                 Ok(ms) => format!("NOT cut off: {} answered a client in {ms:.0} ms", t.service),
                 Err(e) => format!("cut off: a client cannot reach {} ({e})", t.service),
             }),
@@ -554,7 +553,7 @@ impl Faults for ComposeTarget {
                 // the round trip takes at least two delays. Not the TCP handshake: from the
                 // host, Docker's port proxy completes that itself.
                 let want = 2.0 * d.as_secs_f64() * 1e3;
-                Some(match round_trip(&self.client_addr(t), t.backend, Duration::from_secs(10)).await {
+                Some(match round_trip(&t.endpoint, t.backend, Duration::from_secs(10)).await {
                     Ok(ms) if ms >= 0.9 * want => format!("held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis()),
                     Ok(ms) => format!("NOT held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis()),
                     Err(e) => format!("unknown: no answer from {} ({e})", t.service),

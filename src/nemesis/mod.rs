@@ -223,7 +223,7 @@ impl Nemesis {
             }
             FaultKind::Partition | FaultKind::Isolate => {
                 fault.nodes = self.pick(spec.target).await;
-                let rest: Vec<NodeRef> = all.into_iter().filter(|n| !fault.nodes.contains(n)).collect();
+                let rest: Vec<NodeRef> = all.iter().filter(|n| !fault.nodes.contains(n)).cloned().collect();
                 self.target.cut(&fault.nodes, &rest, spec.kind == FaultKind::Isolate).await?;
             }
             FaultKind::Delay => {
@@ -248,7 +248,7 @@ impl Nemesis {
         self.record(&name, "start", &fault.nodes, detail);
         if matches!(spec.kind, FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay) {
             let (target, kind, nodes) = (self.target.clone(), spec.kind, fault.nodes.clone());
-            let rest: Vec<NodeRef> = self.target.nodes(self.backend).into_iter().filter(|n| !nodes.contains(n)).collect();
+            let rest: Vec<NodeRef> = all.into_iter().filter(|n| !nodes.contains(n)).collect();
             fault.probe = Some(tokio::spawn(async move { target.evidence(kind, &nodes, &rest, DELAY).await }));
         }
         Ok(fault)

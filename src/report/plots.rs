@@ -304,7 +304,6 @@ pub fn over_time(b: &BackendSummary, out: &Path) -> Res<bool> {
         ("warm-up (not measured)".to_string(), Swatch::Band(WARMUP.mix(0.3))),
     ];
     let mut kinds: Vec<&str> = t.faults.iter().map(|(_, _, f)| f.split(' ').next().unwrap_or("")).collect();
-    kinds.dedup();
     kinds.sort();
     kinds.dedup();
     for k in kinds {
