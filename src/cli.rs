@@ -363,9 +363,10 @@ fn client_list(s: &str) -> Result<Vec<usize>, String> {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Backends to run, comma-separated, or `all` (postgres, redis, redlock, zookeeper, etcd;
-    /// `memory` is the in-process reference).
-    #[arg(long, default_value = "all", help_heading = "Target")]
+    /// Backends to run, comma-separated; `default` is the five families' own recipes
+    /// (postgres, redis, redlock, zookeeper, etcd); `all` adds the other designs
+    /// (pg-advisory, pg-advisory-xact); `memory` is the in-process reference.
+    #[arg(long, default_value = "default", help_heading = "Target")]
     backends: String,
     /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,
     /// long-hold, open-loop) or TOML files; the flags under Workload override the workloads'
