@@ -412,6 +412,9 @@ fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::S
         );
     };
     row(&mut h, "dlbench RSS (MiB)", &r.harness_rss_mb);
+    if let Some(t) = &r.harness_heap_mb {
+        row(&mut h, "dlbench heap in use (MiB)", t);
+    }
     row(&mut h, "dlbench open files", &r.harness_fds);
     for (n, t) in &r.servers_mb {
         row(&mut h, &format!("{n} PSS (MiB)"), t);
@@ -526,6 +529,22 @@ fn calibration(c: &crate::calibrate::Calibration) -> String {
             );
         }
         h.push_str("</table></div>");
+    }
+    let rows = crate::report::text::peer_rows(c);
+    if !rows.is_empty() {
+        h.push_str("<h3>Official clients beside dlbench</h3><div class=\"scroll\"><table><tr>");
+        for col in crate::report::text::PEER_HEADER {
+            let _ = write!(h, "<th>{}</th>", esc(col));
+        }
+        h.push_str("</tr>");
+        for r in &rows {
+            h.push_str("<tr>");
+            for (i, cell) in r.iter().enumerate() {
+                let _ = write!(h, "<td{}>{}</td>", if i < 3 { " class=\"l\"" } else { "" }, esc(cell));
+            }
+            h.push_str("</tr>");
+        }
+        let _ = write!(h, "</table></div><p>{}</p>", esc(&crate::report::text::peer_note(c)));
     }
     h
 }
