@@ -3,11 +3,13 @@
 #
 # Ten comparisons of the same build against itself must report no regression; one
 # comparison against a deliberately slowed build must report one. Each comparison takes
-# ROUNDS runs per side in turn (A B A B ...: short phases, 1 ms holds so that timers rather
-# than raw CPU set the pace), each side's runs in a directory of its own that `compare`
-# pools. The slowed build is the same binary with a test hook set: every acquire of the
-# backend sleeps 2 ms first (DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US for the in-process
-# memory backend, DLBENCH_TEST_HOOK_REDIS_ACQUIRE_DELAY_US for Redis; announced on stderr).
+# ROUNDS runs per side in turn (A B A B ...), each side's runs in a directory of its own
+# that `compare` pools. Phases last 3 s, so that p99 has 10 acquisitions beyond it even on a
+# loaded machine (shorter phases leave it unjudged); 1 ms holds, so that timers rather than
+# raw CPU set the pace. The slowed build is the same binary with a test hook set: every
+# acquire of the backend sleeps 2 ms first (DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US for the
+# in-process memory backend, DLBENCH_TEST_HOOK_REDIS_ACQUIRE_DELAY_US for Redis; announced
+# on stderr).
 #
 #   sh scripts/gate-check.sh                  # memory backend, about 4 minutes on 2 cores
 #   BACKEND=redis sh scripts/gate-check.sh    # a real server (local target), about 7 minutes
@@ -33,7 +35,7 @@ run() { # results-dir [VAR=value]: one more run into the side's directory
     dir=$1
     shift
     env "$@" "$bin" run --backends "$backend" --workload many-keys --clients 4 --hold 1ms \
-        --duration 1s --warmup 0s --out "$dir" >>"$dir.stdout" 2>>"$dir.stderr"
+        --duration 3s --warmup 0s --out "$dir" >>"$dir.stdout" 2>>"$dir.stderr"
 }
 
 pair() { # base-dir new-dir [VAR=value for the new side]: ROUNDS runs each, in turn
