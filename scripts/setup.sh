@@ -4,7 +4,18 @@
 # compiler for the clock shim the clock-jump scenario preloads into Redis, and chromium,
 # in which the tests render the HTML report, and openssl, which makes the TLS tests' certificates.
 # Idempotent: does nothing when everything is already installed.
+#
+#   sh scripts/setup.sh            the servers and tools dlbench and its tests need
+#   sh scripts/setup.sh --peers    also the official clients for `dlbench calibrate --peers`
+#                                  (Go, a JDK with Curator, a Python venv; see setup-peers.sh)
 set -eu
+peers=no
+for arg in "$@"; do
+    case "$arg" in
+        --peers) peers=yes ;;
+        *) echo "setup: unknown option $arg (use --peers)" >&2; exit 2 ;;
+    esac
+done
 PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql \
 protobuf-compiler libprotobuf-dev gcc chromium openssl"
 missing=""
@@ -19,3 +30,6 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install the Rust toolchain (rustup)" >&2; exit 1; }
+if [ "$peers" = yes ]; then
+    sh "$(dirname "$0")/setup-peers.sh"
+fi

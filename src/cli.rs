@@ -89,7 +89,9 @@ Examples:
 const CALIBRATE_EXAMPLES: &str = "\
 Examples:
   dlbench calibrate                             # about 90 s; results/calibrate-<id>/
-  dlbench calibrate --connections 16 --seconds 10s";
+  dlbench calibrate --connections 16 --seconds 10s
+  dlbench calibrate --peers                     # official clients beside dlbench (sh scripts/setup.sh --peers first)
+  dlbench calibrate --peers redis-py,etcd --repeats 5";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -241,6 +243,15 @@ struct CalibrateArgs {
     /// Length of each rate measurement.
     #[arg(long, value_parser = duration, default_value = "5s", help_heading = "Workload")]
     seconds: Duration,
+    /// Instead of the reference tools: each recipe's official client (redis-py, pottery,
+    /// curator, kazoo, etcd-go) beside dlbench on the hot-key and many-keys workloads,
+    /// interleaved; `all` or a comma-separated list of peer or backend names. Needs
+    /// `sh scripts/setup.sh --peers`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "PEERS", help_heading = "Target")]
+    peers: Option<String>,
+    /// With --peers: runs per side for each row (dlbench, peer, dlbench, peer, ...).
+    #[arg(long, default_value_t = 3, help_heading = "Workload")]
+    repeats: usize,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results", help_heading = "Output")]
     out: PathBuf,
@@ -682,7 +693,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Calibrate(a) => {
             install_signals(cancel.clone());
-            let args = crate::calibrate::CalibrateArgs { connections: a.connections, seconds: crate::timescale::scale_seconds(a.seconds)?, out: a.out };
+            let args = crate::calibrate::CalibrateArgs {
+                connections: a.connections,
+                seconds: crate::timescale::scale_seconds(a.seconds)?,
+                out: a.out,
+                peers: a.peers,
+                repeats: a.repeats,
+            };
             let done = crate::calibrate::command(args, cancel).await?;
             // Rendering is the command line's: calibrate measures and writes summary.json.
             if let Err(e) = crate::report::render(&done.run_dir) {

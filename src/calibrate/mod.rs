@@ -10,8 +10,11 @@
 //!   notification to the next waiter, and that waiter's confirming request. One over the sum
 //!   of their latencies bounds the hand-off rate; the measured hot-key rate is reported as a
 //!   fraction of that bound.
+//!
+//! With `--peers` it runs [`peers`] instead: dlbench beside each recipe's official client.
 
 pub mod measure;
+pub mod peers;
 pub mod prims;
 
 use std::path::PathBuf;
@@ -32,6 +35,11 @@ pub struct CalibrateArgs {
     pub connections: usize,
     pub seconds: Duration,
     pub out: PathBuf,
+    /// `--peers`: which official clients to run beside dlbench (`all`, or names); none
+    /// runs the reference tools, primitive costs and bounds instead.
+    pub peers: Option<String>,
+    /// `--repeats`: interleaved runs per side for each peer row.
+    pub repeats: usize,
 }
 
 /// What a calibration left: its exit code, its result set, and the figures. Rendering
@@ -45,6 +53,9 @@ pub struct Calibrated {
 pub async fn command(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Result<Calibrated> {
     anyhow::ensure!(a.connections >= 1, "--connections must be at least 1");
     anyhow::ensure!(a.seconds >= Duration::from_secs(1), "--seconds must be at least 1s");
+    if let Some(spec) = a.peers.clone() {
+        return peers_command(a, &spec, cancel).await;
+    }
     let kinds = BackendKind::REAL;
     bins::find(&kinds)?;
     for (tool, pkg) in [("redis-benchmark", "redis-tools")] {
@@ -82,6 +93,87 @@ pub async fn command(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Res
     summary.finish(!cancel.is_cancelled());
     dir.write_json("summary.json", &summary)?;
     Ok(Calibrated { code: if summary.complete { 0 } else { 130 }, run_dir: dir.path.clone(), calibration: cal })
+}
+
+/// `calibrate --peers`: for each selected backend x workload, `repeats` rounds of dlbench's
+/// run then each of the backend's peers, on one local target.
+async fn peers_command(a: CalibrateArgs, spec: &str, cancel: CancellationToken) -> anyhow::Result<Calibrated> {
+    anyhow::ensure!(a.repeats >= 1, "--repeats must be at least 1");
+    let selected = peers::select(spec)?;
+    let home = peers::home();
+    let programs = selected.iter().map(|p| peers::program(&home, p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut kinds: Vec<BackendKind> = Vec::new();
+    for p in &selected {
+        if !kinds.contains(&p.backend) {
+            kinds.push(p.backend);
+        }
+    }
+    bins::find(&kinds)?;
+    let dir = RunDir::create(&a.out, "calibrate-")?;
+    let mut summary = Summary::begin(&dir.id, "local", FencingMode::Off, Vec::new());
+    let mut cal = Calibration { connections: a.connections, seconds: a.seconds.as_secs_f64(), repeats: Some(a.repeats), ..Default::default() };
+    summary.calibration = Some(cal.clone());
+    dir.write_json("summary.json", &summary)?;
+    eprintln!("dlbench: calibrate --peers {} -> {}", dir.id, dir.path.display());
+    let target = tokio::select! {
+        t = LocalTarget::start(&dir.path, &kinds, Default::default()) => Arc::new(t?),
+        _ = cancel.cancelled() => return Ok(Calibrated { code: 130, run_dir: dir.path.clone(), calibration: cal }),
+    };
+    summary.versions = target.versions().await;
+    let eps = target.endpoints().clone();
+    let logs = dir.path.join("peers");
+    std::fs::create_dir_all(&logs)?;
+    // Rows a selected peer could not produce: the calibration is then incomplete (exit 1).
+    let mut missing = 0;
+    'kinds: for kind in kinds {
+        let backend = connect::connect(kind, &eps, Timeouts::default(), None).await?;
+        let endpoints = eps.get(kind).map(|s| s.endpoints.clone()).unwrap_or_default();
+        let mine: Vec<(&peers::Peer, &PathBuf)> = selected.iter().zip(&programs).filter(|(p, _)| p.backend == kind).map(|(p, b)| (*p, b)).collect();
+        for wname in peers::WORKLOADS {
+            let mut runs: Vec<Vec<((f64, Option<f64>), peers::PeerRun)>> = vec![Vec::new(); mine.len()];
+            for rep in 0..a.repeats {
+                if cancel.is_cancelled() {
+                    break 'kinds;
+                }
+                let w = peers::workload(wname, a.connections, a.seconds, rep as u64 + 1)?;
+                let tag = format!("cal-{kind}-{wname}-{rep}");
+                eprintln!("dlbench: calibrate {kind} {wname} #{}: dlbench", rep + 1);
+                let ours = match peers::dlbench_side(backend.clone(), &w, &format!("{tag}-dlbench"), &cancel).await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        eprintln!("dlbench: calibrate {kind} {wname}: dlbench: {e:#}");
+                        continue;
+                    }
+                };
+                for (i, (peer, program)) in mine.iter().enumerate() {
+                    eprintln!("dlbench: calibrate {kind} {wname} #{}: {}", rep + 1, peer.name);
+                    let prefix = format!("{tag}-{}", peer.name);
+                    let job = peers::PeerJob { program, endpoints: &endpoints, workload: &w, prefix: &prefix, log: logs.join(format!("{prefix}.log")) };
+                    match peers::run_peer(job, &cancel).await {
+                        Ok(r) => runs[i].push((ours, r)),
+                        Err(e) => eprintln!("dlbench: calibrate {kind} {wname}: {}: {e:#}", peer.name),
+                    }
+                }
+            }
+            for ((peer, _), r) in mine.iter().zip(runs) {
+                let w = peers::workload(wname, a.connections, a.seconds, 1)?;
+                match r.first().and_then(|first| peers::comparison(peer, &w, first.1.client.clone(), &r)) {
+                    Some(row) => cal.peers.push(row),
+                    None => {
+                        missing += 1;
+                        eprintln!("dlbench: calibrate {kind} {wname}: no ratio for {} (no run acquired anything)", peer.name);
+                    }
+                }
+            }
+            summary.calibration = Some(cal.clone());
+            dir.write_json("summary.json", &summary)?;
+        }
+    }
+    drop(target);
+    summary.finish(!cancel.is_cancelled());
+    dir.write_json("summary.json", &summary)?;
+    let code = if !summary.complete { 130 } else if missing > 0 { 1 } else { 0 };
+    Ok(Calibrated { code, run_dir: dir.path.clone(), calibration: cal })
 }
 
 async fn calibrate_one(kind: BackendKind, eps: &crate::endpoints::Endpoints, n: usize, secs: Duration, dir: &RunDir, cal: &mut Calibration) -> anyhow::Result<()> {

@@ -507,5 +507,21 @@ fn calibration(c: &crate::calibrate::Calibration) -> String {
         }
         h.push_str("</table></div>");
     }
+    let rows = crate::report::text::peer_rows(c);
+    if !rows.is_empty() {
+        h.push_str("<h3>Official clients beside dlbench</h3><div class=\"scroll\"><table><tr>");
+        for col in crate::report::text::PEER_HEADER {
+            let _ = write!(h, "<th>{}</th>", esc(col));
+        }
+        h.push_str("</tr>");
+        for r in &rows {
+            h.push_str("<tr>");
+            for (i, cell) in r.iter().enumerate() {
+                let _ = write!(h, "<td{}>{}</td>", if i < 3 { " class=\"l\"" } else { "" }, esc(cell));
+            }
+            h.push_str("</tr>");
+        }
+        let _ = write!(h, "</table></div><p>{}</p>", esc(&crate::report::text::peer_note(c)));
+    }
     h
 }

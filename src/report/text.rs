@@ -277,7 +277,58 @@ pub fn calibration_markdown(c: &Calibration) -> String {
         }
         s.push('\n');
     }
+    let rows = peer_rows(c);
+    if !rows.is_empty() {
+        let _ = writeln!(s, "| {} |\n|---|---|---|---:|---:|---:|---:|---:|", PEER_HEADER.join(" | "));
+        for r in rows {
+            let _ = writeln!(s, "| {} |", r.join(" | "));
+        }
+        let _ = writeln!(s, "\n{}\n", peer_note(c));
+    }
     s
+}
+
+/// The columns of the `calibrate --peers` table.
+pub const PEER_HEADER: [&str; 8] =
+    ["backend", "workload", "official client", "dlbench acq/s", "official acq/s", "dlbench / official: median [min - max]", "dlbench p99 µs", "official p99 µs"];
+
+/// One row per backend x workload x official client; rates are medians over the repeats.
+pub fn peer_rows(c: &Calibration) -> Vec<[String; 8]> {
+    let med = |v: &[f64]| crate::summary::calibration::PeerComparison::spread(v).map(|s| format!("{:.0}", s.0)).unwrap_or_else(|| "-".into());
+    let opt = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or_else(|| "-".into());
+    c.peers
+        .iter()
+        .map(|r| {
+            [
+                r.backend.clone(),
+                r.workload.clone(),
+                r.client.clone(),
+                med(&r.dlbench_per_sec),
+                med(&r.peer_per_sec),
+                format!("{:.2} [{:.2} - {:.2}]", r.ratio_median, r.ratio_min, r.ratio_max),
+                opt(r.dlbench_p99_us),
+                opt(r.peer_p99_us),
+            ]
+        })
+        .collect()
+}
+
+/// What the peer table's figures are.
+pub fn peer_note(c: &Calibration) -> String {
+    let mut usages: Vec<String> = Vec::new();
+    for r in &c.peers {
+        let u = format!("{}: {}", r.peer, r.usage);
+        if !usages.contains(&u) {
+            usages.push(u);
+        }
+    }
+    format!(
+        "{} clients on each side, each its own connection and session; hold 0; {} run(s) per side, interleaved (dlbench, official, dlbench, official, ...); \
+         rates are medians, the ratio is per repeat. Usage: {}.",
+        c.connections,
+        c.repeats.unwrap_or(1),
+        usages.join("; ")
+    )
 }
 
 /// The columns of the cost-per-acquisition table.
