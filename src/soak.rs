@@ -92,6 +92,7 @@ mod tests {
             warmup_s: 300.0,
             harness_rss_mb: trend(rss, 300.0),
             harness_fds: trend(fds, 300.0),
+            harness_heap_mb: None,
             servers_mb: Default::default(),
         }
     }

@@ -65,3 +65,31 @@ fn a_two_minute_soak_samples_everything_and_heals_every_fault() {
     assert!(page.contains("<h2>Resources</h2>") && page.contains("resources.svg"));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The judgment can fail: the same soak with a deliberate leak in dlbench (half a MiB a
+/// second, written to and never freed) exits 1 naming the memory growth, and the heap series
+/// shows the leak as memory in use, which the sampler's periodic trim cannot give back.
+#[test]
+fn a_deliberate_leak_fails_the_soak() {
+    let out = scratch("soak-leak");
+    let o = dlbench()
+        .env(dlbench::resources::LEAK_HOOK, "512")
+        .args(["soak", "--backends", "redis", "--duration", "40s", "--nemesis", "kill", "--nemesis-interval", "5s", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("latest/summary.json")).unwrap()).unwrap();
+    let soak = &summary["soak"];
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("soak: FAILED"), "{stdout}");
+    let failures = soak["failures"].as_array().unwrap();
+    assert!(failures.iter().any(|f| f.as_str().unwrap().contains("harness memory grew")), "{soak}");
+    assert!(soak["rss_growth_pct"].as_f64().unwrap() > 20.0, "{soak}");
+    // About 18 MiB leaked after the warm-up: in use, so still there after every trim.
+    let heap = &summary["resources"]["harness_heap_mb"];
+    assert!(heap["last"].as_f64().unwrap() - heap["first"].as_f64().unwrap() > 10.0, "{heap}");
+    assert_eq!(soak["faults_healed"], soak["faults_applied"], "{soak}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -412,6 +412,9 @@ fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::S
         );
     };
     row(&mut h, "dlbench RSS (MiB)", &r.harness_rss_mb);
+    if let Some(t) = &r.harness_heap_mb {
+        row(&mut h, "dlbench heap in use (MiB)", t);
+    }
     row(&mut h, "dlbench open files", &r.harness_fds);
     for (n, t) in &r.servers_mb {
         row(&mut h, &format!("{n} PSS (MiB)"), t);

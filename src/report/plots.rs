@@ -484,6 +484,7 @@ pub fn resources(run_dir: &Path, out: &Path) -> Res<bool> {
     let warm_style = RGBColor(127, 127, 127).mix(0.15);
     let rss: Vec<(f64, f64)> = samples.iter().map(|s| (s.t, s.rss_kb as f64 / 1024.0)).collect();
     let fds: Vec<(f64, f64)> = samples.iter().map(|s| (s.t, s.fds as f64)).collect();
+    let heap: Vec<(f64, f64)> = samples.iter().filter_map(|s| s.heap_kb.map(|kb| (s.t, kb as f64 / 1024.0))).collect();
     for (i, (label, pts)) in [("dlbench RSS (MiB)", &rss), ("dlbench open files", &fds)].into_iter().enumerate() {
         let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.2;
         let mut c = ChartBuilder::on(&panels[i]).margin(10).x_label_area_size(25).y_label_area_size(70).build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
@@ -491,7 +492,15 @@ pub fn resources(run_dir: &Path, out: &Path) -> Res<bool> {
         c.draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (warm, ymax)], warm_style.filled())))?
             .label("warm-up (not in the trend)")
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], warm_style.filled()));
-        c.draw_series(LineSeries::new(pts.iter().copied(), color(0).stroke_width(2)))?;
+        c.draw_series(LineSeries::new(pts.iter().copied(), color(0).stroke_width(2)))?
+            .label(label.split(" (").next().unwrap_or(label))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color(0).stroke_width(2)));
+        if i == 0 && !heap.is_empty() {
+            // The live part of the RSS: what is left is free memory the allocator still holds.
+            c.draw_series(LineSeries::new(heap.iter().copied(), color(1).stroke_width(1)))?
+                .label("dlbench heap in use")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color(1).stroke_width(1)));
+        }
         c.configure_series_labels().position(SeriesLabelPosition::LowerRight).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
     }
     if !groups.is_empty() {

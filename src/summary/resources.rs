@@ -33,6 +33,9 @@ pub struct ResourceSummary {
     pub harness_rss_mb: Trend,
     /// dlbench's open file descriptors.
     pub harness_fds: Trend,
+    /// dlbench's allocator's bytes in use, MiB (glibc): the live part of the RSS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_heap_mb: Option<Trend>,
     /// Each server's memory (PSS over its process group), MiB, by node name.
     pub servers_mb: BTreeMap<String, Trend>,
 }
