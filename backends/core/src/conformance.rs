@@ -181,6 +181,58 @@ pub async fn wait_timeout_is_definite(backend: Arc<dyn Backend>) {
     }
 }
 
+/// What a second acquire of a held key by its own holder did (issue 16 item 1: measured,
+/// never declared per backend).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reentrancy {
+    /// Granted again. `counted`: after releasing the first lease another client still finds
+    /// the lock held (a hold count); otherwise the first release freed it under the second.
+    Granted { counted: bool },
+    /// Waited out its wait: the holder blocks itself until its own lock goes.
+    Blocks,
+    /// Refused at once, with this error kind.
+    Errors(&'static str),
+}
+
+/// The holder acquires its own lock again (500 ms wait) and the outcome is measured; whatever
+/// it was, once the holder has released everything the lock must be free for another client.
+pub async fn reentrancy(backend: Arc<dyn Backend>) -> Reentrancy {
+    let key = unique_key("reentrant");
+    let a = backend.client().await.expect("client a");
+    let b = backend.client().await.expect("client b");
+    let first = a.acquire(&key, &opts(10, Duration::from_secs(5))).await.expect("a acquires a free lock");
+    let measured = match a.acquire(&key, &opts(10, Duration::from_millis(500))).await {
+        Ok(second) => {
+            let _ = a.release(first).await;
+            let probe = b.acquire(&key, &opts(10, Duration::ZERO)).await;
+            let counted = matches!(probe, Err(ref e) if e.is_contention());
+            if let Ok(l) = probe {
+                b.release(l).await.expect("b releases");
+            }
+            // Not held any more when the first release freed it: that is the measurement.
+            let _ = a.release(second).await;
+            Reentrancy::Granted { counted }
+        }
+        Err(LockError::Timeout(_)) => {
+            a.release(first).await.expect("a releases");
+            Reentrancy::Blocks
+        }
+        Err(e) => {
+            a.release(first).await.expect("a releases");
+            Reentrancy::Errors(e.kind())
+        }
+    };
+    let lb = b
+        .acquire(&key, &opts(10, Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|e| panic!("{}: after {measured:?} and the holder's releases, the lock is not free: {e}", backend.name()));
+    b.release(lb).await.expect("b releases");
+    a.close().await;
+    b.close().await;
+    eprintln!("reentrancy {}: {measured:?}", backend.name());
+    measured
+}
+
 /// Claims `key` still has on the servers, polled until there are none or `within` passes.
 async fn claims_left(backend: &dyn Backend, key: &str, within: Duration) -> Vec<String> {
     let deadline = Instant::now() + within;
@@ -309,6 +361,10 @@ macro_rules! conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn nothing_left_behind() {
                 c::nothing_left_behind($make).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn reentrancy() {
+                c::reentrancy($make).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn unreachable_fails_fast() {
