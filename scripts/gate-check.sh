@@ -1,21 +1,26 @@
 #!/bin/sh
 # Does `dlbench compare` hold as a regression gate on this machine?
 #
-# Ten comparisons of the same build against itself, each side `run --repeat 5` (short
-# phases, 1 ms holds so that timers rather than raw CPU set the pace), must report no
-# regression; one comparison against a deliberately slowed build must report one. The
-# slowed build is the same binary with a test hook set: every acquire of the backend sleeps
-# 2 ms first (DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US for the in-process memory backend,
-# DLBENCH_TEST_HOOK_REDIS_ACQUIRE_DELAY_US for Redis; announced on stderr).
+# Ten comparisons of the same build against itself must report no regression; one
+# comparison against a deliberately slowed build must report one. Each comparison takes
+# ROUNDS runs per side in turn (A B A B ...), each side's runs in a directory of its own
+# that `compare` pools. Phases last 3 s, so that p99 has 10 acquisitions beyond it even on a
+# loaded machine (shorter phases leave it unjudged); 1 ms holds, so that timers rather than
+# raw CPU set the pace. The slowed build is the same binary with a test hook set: every
+# acquire of the backend sleeps 2 ms first (DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US for the
+# in-process memory backend, DLBENCH_TEST_HOOK_REDIS_ACQUIRE_DELAY_US for Redis; announced
+# on stderr).
 #
 #   sh scripts/gate-check.sh                  # memory backend, about 4 minutes on 2 cores
 #   BACKEND=redis sh scripts/gate-check.sh    # a real server (local target), about 7 minutes
 #   TRIES=3 sh scripts/gate-check.sh          # fewer same-build comparisons
+#   ROUNDS=7 sh scripts/gate-check.sh         # runs per side (default 5)
 set -eu
 cd "$(dirname "$0")/.."
 bin=target/release/dlbench
 [ -x "$bin" ] || cargo build --release
 tries=${TRIES:-10}
+rounds=${ROUNDS:-5}
 backend=${BACKEND:-memory}
 case $backend in
     memory) hook=DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US ;;
@@ -26,19 +31,31 @@ out=target/gate-check-$backend
 rm -rf "$out"
 mkdir -p "$out"
 
-run() { # results-dir [VAR=value]
+run() { # results-dir [VAR=value]: one more run into the side's directory
     dir=$1
     shift
     env "$@" "$bin" run --backends "$backend" --workload many-keys --clients 4 --hold 1ms \
-        --duration 1s --warmup 0s --repeat 5 --out "$dir" >"$dir.stdout" 2>"$dir.stderr"
+        --duration 3s --warmup 0s --out "$dir" >>"$dir.stdout" 2>>"$dir.stderr"
+}
+
+pair() { # base-dir new-dir [VAR=value for the new side]: ROUNDS runs each, in turn
+    a=$1
+    b=$2
+    shift 2
+    r=1
+    while [ "$r" -le "$rounds" ]; do
+        run "$a"
+        run "$b" "$@"
+        r=$((r + 1))
+    done
 }
 
 compare() { # base new -> prints the verdict line, returns compare's exit status
     set +e
-    "$bin" compare "$1/latest" "$2/latest" >"$2.compare.md"
+    "$bin" compare "$1" "$2" >"$2.compare.md"
     rc=$?
     set -e
-    verdict=$(grep -m1 -E '^\*\*(No regression|[0-9]+ regression)' "$2.compare.md" | tr -d '*')
+    verdict=$(grep -m1 -E '^\*\*(No regression|[0-9]+ regression)' "$2.compare.md" | tr -d '*' | cut -c1-160)
     echo "$verdict"
     return $rc
 }
@@ -46,8 +63,7 @@ compare() { # base new -> prints the verdict line, returns compare's exit status
 false_alarms=0
 i=1
 while [ "$i" -le "$tries" ]; do
-    run "$out/same$i-a"
-    run "$out/same$i-b"
+    pair "$out/same$i-a" "$out/same$i-b"
     set +e
     v=$(compare "$out/same$i-a" "$out/same$i-b")
     rc=$?
@@ -57,8 +73,7 @@ while [ "$i" -le "$tries" ]; do
     i=$((i + 1))
 done
 
-run "$out/slow-a"
-run "$out/slow-b" "$hook=2000"
+pair "$out/slow-a" "$out/slow-b" "$hook=2000"
 set +e
 v=$(compare "$out/slow-a" "$out/slow-b")
 rc=$?

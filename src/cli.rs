@@ -129,7 +129,11 @@ enum Command {
     Report(ReportArgs),
     /// Compare two runs per backend, workload and metric; exit 1 on a regression.
     ///
-    /// BASE and NEW are run directories or summary.json files. Default thresholds (relative
+    /// BASE and NEW are run directories or summary.json files, or directories of runs (an
+    /// --out root) pooled as repeats: take the two sides' runs in turn (A B A B) so both see
+    /// the same machine. With 3 or more samples per side a change counts when it passes its
+    /// threshold and a one-sided Mann-Whitney test after Holm's adjustment over every test;
+    /// exit 3 when too few repeats leave no change detectable. Default thresholds (relative
     /// change that counts): ops_per_sec 25%, acquire_p50_us 30%, acquire_p99_us 50%,
     /// acquire_p999_us 100%, release_p99_us 50%, handoff_p50_us 50%, errors 100% (and at
     /// least 10), availability_pct 5 points, longest_gap_ms 50%, recovery_ms 50%. Any new
@@ -195,9 +199,10 @@ struct ReportArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// The baseline run (directory or summary.json).
+    /// The baseline: a run (directory or summary.json), or a directory of runs pooled as
+    /// repeats (an --out root).
     base: PathBuf,
-    /// The new run (directory or summary.json).
+    /// The new side, as the baseline.
     new: PathBuf,
     /// Override a threshold, METRIC=PERCENT (repeatable), e.g. --threshold ops_per_sec=10.
     #[arg(long = "threshold")]
@@ -374,9 +379,10 @@ fn client_list(s: &str) -> Result<Vec<usize>, String> {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Backends to run, comma-separated, or `all` (postgres, redis, redlock, zookeeper, etcd;
-    /// `memory` is the in-process reference).
-    #[arg(long, default_value = "all", help_heading = "Target")]
+    /// Backends to run, comma-separated; `default` is the five families' own recipes
+    /// (postgres, redis, redlock, zookeeper, etcd); `all` adds the other designs
+    /// (pg-advisory, pg-advisory-xact); `memory` is the in-process reference.
+    #[arg(long, default_value = "default", help_heading = "Target")]
     backends: String,
     /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,
     /// long-hold, open-loop) or TOML files; the flags under Workload override the workloads'
@@ -674,7 +680,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Compare(a) => {
             let t = crate::compare::thresholds(&a.thresholds)?;
-            let c = crate::compare::compare_checked(&crate::compare::load(&a.base)?, &crate::compare::load(&a.new)?, &t, a.allow_mismatch)?;
+            let c = crate::compare::compare_checked(&crate::compare::load_side(&a.base)?, &crate::compare::load_side(&a.new)?, &t, a.allow_mismatch)?;
             let md = crate::compare::markdown(&c);
             print!("{md}");
             if let Some(p) = &a.json {
@@ -683,7 +689,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             if let Some(p) = &a.markdown {
                 crate::util::write_atomic(p, md.as_bytes())?;
             }
-            Ok(if c.regressions > 0 { 1 } else { 0 })
+            // 3, as for an undecided verdict: no regression found, but none could have been.
+            Ok(if c.regressions > 0 { 1 } else if !c.detectable { 3 } else { 0 })
         }
         Command::Calibrate(a) => {
             install_signals(cancel.clone());

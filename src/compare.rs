@@ -7,12 +7,22 @@
 //! otherwise `compare` refuses with one line naming what differs (`--allow-mismatch`
 //! compares anyway and says so).
 //!
-//! **The decision.** With `run --repeat N` each phase has N samples per side. When both
-//! sides have at least [`MIN_SAMPLES`], a metric changed only if the two samples differ by
-//! a two-sided Mann-Whitney U test at [`ALPHA`] (exact distribution, ties counted half) *and*
-//! the medians differ by more than the metric's threshold: the thresholds stay as minimum
-//! effect sizes. A change the test cannot tell from the spread is "within noise"; a real
-//! but small one is "within threshold". With fewer samples (one run per side) only the
+//! **The samples.** Each side is one result set or a directory of them (an `--out` root):
+//! every phase repeat (`run --repeat N`) of every run on a side is one sample. Runs of the
+//! two builds taken in turn (A B A B ...) see the same drift of a shared machine; runs of one
+//! build taken in a block and then the other's do not, and no test can tell the drift from
+//! the build.
+//!
+//! **The decision.** When both sides have at least [`MIN_SAMPLES`] samples, a metric changed
+//! only if the medians differ by more than the metric's threshold (a minimum effect size)
+//! *and* a one-sided Mann-Whitney U test (exact, ties counted half) in that direction stays
+//! under [`ALPHA`] after Holm's adjustment over every test of the comparison. Ten metrics
+//! per phase tested at 0.05 each would flag a false regression in a large share of
+//! same-build comparisons; Holm keeps the chance of any false one in the whole comparison
+//! under 0.05. The cost is repeats: with n runs per side the smallest p a test can reach is
+//! 1 / C(2n, n), so a comparison that cannot reach the adjusted level says so (and exits 3)
+//! instead of printing "no regression". A percentile is judged only when each sample had at
+//! least [`MIN_TAIL`] acquisitions beyond it. With fewer samples (one run per side) only the
 //! thresholds decide, and the output says there was no spread to judge by.
 //!
 //! Thresholds are relative changes, set per metric; the defaults are wide because a shared
@@ -59,6 +69,35 @@ pub enum Change {
     Regressed,
 }
 
+/// A percentile is judged only when every sample saw at least this many acquisitions beyond it.
+pub const MIN_TAIL: u64 = 10;
+
+fn yes() -> bool {
+    true
+}
+
+/// One metric's test, decided once the whole comparison's family is known.
+struct Test {
+    row: usize,
+    /// The verdict from the effect size alone (thresholds and floors).
+    effect: Change,
+    /// The medians moved the worse way.
+    worse: bool,
+    p_worse: f64,
+    p_better: f64,
+}
+
+/// For a percentile metric: how many acquisitions lay beyond it in this sample, and the count.
+fn tail_count(w: &WorkloadSummary, m: &str) -> Option<(u64, u64)> {
+    let (p, q) = match m {
+        "acquire_p99_us" => (&w.acquire_latency_us, 0.99),
+        "acquire_p999_us" => (&w.acquire_latency_us, 0.999),
+        "release_p99_us" => (&w.release_latency_us, 0.99),
+        _ => return None,
+    };
+    Some((((p.count as f64) * (1.0 - q)).floor() as u64, p.count))
+}
+
 /// Samples per side below which the thresholds alone decide.
 pub const MIN_SAMPLES: usize = 3;
 /// A latency change smaller than this (µs) never counts, whatever its relative size.
@@ -82,9 +121,14 @@ pub struct Row {
     pub samples: (usize, usize),
     /// Relative change of the medians in percent, when both exist and the base is not zero.
     pub change_pct: Option<f64>,
-    /// The Mann-Whitney U test's two-sided p-value, when both sides had enough samples.
+    /// The one-sided Mann-Whitney U p-value in the direction the medians moved (worse or
+    /// better), when both sides had enough samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_value: Option<f64>,
+    /// That p-value after Holm's adjustment over every test of the comparison: a change
+    /// counts only when this is under [`ALPHA`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_adjusted: Option<f64>,
     pub verdict: Change,
     /// A safety regression fails the comparison whatever the thresholds.
     pub safety: bool,
@@ -103,6 +147,13 @@ pub struct Comparison {
     /// The fewest samples any compared phase had on either side.
     #[serde(default)]
     pub min_samples: usize,
+    /// How many metric tests the comparison made (the size of Holm's family).
+    #[serde(default)]
+    pub tests: usize,
+    /// Whether a change could have been detected at all: with few repeats and many tests,
+    /// even completely separated samples stay above the adjusted level.
+    #[serde(default = "yes")]
+    pub detectable: bool,
     pub rows: Vec<Row>,
     pub regressions: usize,
     pub safety_regressions: usize,
@@ -120,6 +171,42 @@ pub fn thresholds(overrides: &[String]) -> anyhow::Result<BTreeMap<String, f64>>
         t.insert(m.to_string(), v);
     }
     Ok(t)
+}
+
+/// One side of a comparison: a result set (a run directory or its summary.json), or a
+/// directory of result sets (an `--out` root; `latest` is not counted twice), whose runs
+/// are pooled as repeats. The runs of a side must themselves be comparable.
+pub fn load_side(p: &Path) -> anyhow::Result<Summary> {
+    if !p.is_dir() || p.join("summary.json").exists() {
+        return load(p);
+    }
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(p)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() != "latest" && e.path().join("summary.json").is_file())
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    anyhow::ensure!(!dirs.is_empty(), "{} holds no result set (no summary.json in it or in its subdirectories)", p.display());
+    let mut runs = dirs.iter().map(|d| load(d)).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut pooled = runs.remove(0);
+    let n = runs.len() + 1;
+    for r in runs {
+        let m = mismatches(&pooled, &r);
+        anyhow::ensure!(m.is_empty(), "the runs in {} cannot be pooled: {} differs from {} in {}", p.display(), r.run_id, pooled.run_id, m.join(", "));
+        for b in r.backends {
+            match pooled.backends.iter_mut().find(|x| x.name == b.name) {
+                Some(x) if x.failure.is_none() && b.failure.is_none() => x.workloads.extend(b.workloads),
+                Some(x) => anyhow::bail!("the runs in {} cannot be pooled: {} failed in {}", p.display(), x.name, r.run_id),
+                None => pooled.backends.push(b),
+            }
+        }
+    }
+    if n > 1 {
+        pooled.run_id = format!("{} ({n} runs pooled)", p.display());
+        pooled.dlbench_commit = pooled.dlbench_commit.take();
+    }
+    Ok(pooled)
 }
 
 /// A run directory or a summary.json.
@@ -261,12 +348,13 @@ fn median(v: &[f64]) -> f64 {
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
-/// Two-sided p-value of the Mann-Whitney U test of `a` against `b`: exact (the count of
-/// orderings by U, ties counted half) up to 400 pairs, the normal approximation beyond.
-pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+/// The Mann-Whitney U test of `a` against `b`, where U counts the pairs with the `a` value
+/// above the `b` value (ties half): `(P(U <= u), P(U >= u))`, the two one-sided p-values.
+/// Exact (the count of orderings by U) up to 400 pairs, the normal approximation beyond.
+pub fn mann_whitney_tails(a: &[f64], b: &[f64]) -> (f64, f64) {
     let (m, n) = (a.len(), b.len());
     if m == 0 || n == 0 {
-        return 1.0;
+        return (1.0, 1.0);
     }
     let mut u2 = 0u64; // twice U, so ties (half a point) stay integers
     for x in a {
@@ -279,8 +367,10 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
         let u = u2 as f64 / 2.0;
         let mu = mn as f64 / 2.0;
         let sd = ((m * n * (m + n + 1)) as f64 / 12.0).sqrt();
-        let z = ((u - mu).abs() - 0.5).max(0.0) / sd;
-        return (2.0 * (1.0 - phi(z))).min(1.0);
+        // Continuity-corrected: P(U <= u) and P(U >= u).
+        let le = phi((u - mu + 0.5) / sd);
+        let ge = 1.0 - phi((u - mu - 0.5) / sd);
+        return (le.min(1.0), ge.min(1.0));
     }
     // f[i][j][u]: orderings of i a's and j b's with U = u.
     let max = mn as usize;
@@ -304,7 +394,39 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
     let hi = u2.div_ceil(2) as usize; // P(U >= ceil(u))
     let p_le: f64 = f[m][n][..=lo].iter().sum::<f64>() / total;
     let p_ge: f64 = f[m][n][hi..].iter().sum::<f64>() / total;
-    (2.0 * p_le.min(p_ge)).min(1.0)
+    (p_le.min(1.0), p_ge.min(1.0))
+}
+
+/// Two-sided p-value of the Mann-Whitney U test of `a` against `b`.
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+    let (le, ge) = mann_whitney_tails(a, b);
+    (2.0 * le.min(ge)).min(1.0)
+}
+
+/// The smallest one-sided p-value an exact Mann-Whitney test can reach with `m` against `n`
+/// samples (complete separation): one ordering in C(m + n, m).
+pub fn smallest_p(m: usize, n: usize) -> f64 {
+    let mut c = 1f64;
+    for i in 0..m.min(n) {
+        c = c * (m + n - i) as f64 / (i + 1) as f64;
+    }
+    1.0 / c
+}
+
+/// Holm's step-down adjustment of `ps` (family-wise error at most the level used on the
+/// result): the i-th smallest p is multiplied by (m - i), and the adjusted values are made
+/// monotone. Returned in the input's order.
+pub fn holm(ps: &[f64]) -> Vec<f64> {
+    let m = ps.len();
+    let mut idx: Vec<usize> = (0..m).collect();
+    idx.sort_by(|&a, &b| ps[a].total_cmp(&ps[b]));
+    let mut out = vec![1.0; m];
+    let mut running = 0f64;
+    for (rank, &i) in idx.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * ps[i]).min(1.0));
+        out[i] = running;
+    }
+    out
 }
 
 /// The standard normal CDF (Abramowitz and Stegun 7.1.26).
@@ -330,6 +452,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
     let mut rows = Vec::new();
     let new_phases = phases(new);
     let mut min_samples = usize::MAX;
+    let mut tests: Vec<Test> = Vec::new();
     for bb in base.backends.iter().filter(|b| b.failure.is_none()) {
         if !new.backends.iter().any(|b| b.name == bb.name && b.failure.is_none()) {
             rows.push(Row {
@@ -342,6 +465,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
                 samples: (1, 0),
                 change_pct: None,
                 p_value: None,
+                p_adjusted: None,
                 verdict: Change::Regressed,
                 safety: false,
                 note: "not measured in the new run".into(),
@@ -362,6 +486,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
                     samples: (bw.len(), 0),
                     change_pct: None,
                     p_value: None,
+                    p_adjusted: None,
                     verdict: Change::Regressed,
                     safety: false,
                     note: "this phase was not measured in the new run".into(),
@@ -380,6 +505,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             samples,
             change_pct,
             p_value,
+            p_adjusted: None,
             verdict,
             safety,
             note,
@@ -392,6 +518,14 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             }
             let (b, n) = (median(&xs), median(&ys));
             let pct = if b != 0.0 { Some((n - b) / b.abs() * 100.0) } else { None };
+            let samples = (xs.len(), ys.len());
+            // A percentile judged from fewer than MIN_TAIL observations beyond it is the
+            // largest few values of a short phase: noise, whatever the test says.
+            if let Some(short) = bw.iter().chain(nw.iter()).filter_map(|w| tail_count(w, m)).find(|&(beyond, _)| beyond < MIN_TAIL) {
+                let note = format!("not judged: {} acquisitions leave {} beyond this percentile, fewer than {MIN_TAIL}; run longer phases", short.1, short.0);
+                rows.push(row(m, Some(b), Some(n), samples, pct, None, Change::Unchanged, false, note));
+                continue;
+            }
             let limit = t.get(*m).copied().unwrap_or(50.0);
             // Minimum absolute effects: 10 errors; 50 µs of latency (below it a relative
             // change is the histogram's microsecond resolution, e.g. 1 µs -> 2 µs is +100%).
@@ -421,16 +555,28 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
                 (Some(p), Better::Lower) if p < -limit => Change::Improved,
                 _ => Change::Unchanged,
             };
-            let spread = xs.len() >= MIN_SAMPLES && ys.len() >= MIN_SAMPLES;
-            let p_value = spread.then(|| mann_whitney_p(&xs, &ys));
             let unit = if *m == "availability_pct" { " points" } else { "%" };
-            let (verdict, note) = match p_value {
-                Some(p) if p >= ALPHA => (Change::Unchanged, format!("within noise (p = {p:.2})")),
+            let spread = xs.len() >= MIN_SAMPLES && ys.len() >= MIN_SAMPLES;
+            let (verdict, note) = match () {
                 _ if !abs_ok && m.ends_with("_us") => (Change::Unchanged, format!("within threshold (under {LATENCY_FLOOR_US} µs)")),
                 _ if beyond == Change::Unchanged => (Change::Unchanged, format!("within threshold ({limit}{unit})")),
                 _ => (beyond, String::new()),
             };
-            rows.push(row(m, Some(b), Some(n), (xs.len(), ys.len()), pct, p_value, verdict, false, note));
+            if spread {
+                // U counts base values above new ones: a high U means the new values are
+                // lower. Each direction is its own one-sided test, decided after the loop.
+                let (le, ge) = mann_whitney_tails(&xs, &ys);
+                let (p_worse, p_better) = match better {
+                    Better::Higher => (ge, le),
+                    Better::Lower => (le, ge),
+                };
+                let worse = match better {
+                    Better::Higher => n < b,
+                    Better::Lower => n > b,
+                };
+                tests.push(Test { row: rows.len(), effect: verdict, worse, p_worse, p_better });
+            }
+            rows.push(row(m, Some(b), Some(n), samples, pct, None, verdict, false, note));
         }
         for m in SAFETY {
             let b: f64 = bw.iter().filter_map(|w| metric(w, m)).sum();
@@ -448,6 +594,27 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             rows.push(row("verdict", Some(rb as f64), Some(rn as f64), (bw.len(), nw.len()), None, None, verdict, rn > rb, format!("{} -> {}", v(wb), v(wn))));
         }
     }
+    // Every metric compared with a spread is a test, and a comparison makes many (ten
+    // metrics per phase): at p < ALPHA each, a same-build comparison would flag something
+    // in most runs. Holm's adjustment over all of them keeps the chance of any false
+    // regression in the whole comparison under ALPHA; regressions and improvements are two
+    // one-sided families.
+    let adj_worse = holm(&tests.iter().map(|t| t.p_worse).collect::<Vec<_>>());
+    let adj_better = holm(&tests.iter().map(|t| t.p_better).collect::<Vec<_>>());
+    let family = tests.len();
+    for (i, t) in tests.iter().enumerate() {
+        let r = &mut rows[t.row];
+        let (p, adj) = if t.worse { (t.p_worse, adj_worse[i]) } else { (t.p_better, adj_better[i]) };
+        r.p_value = Some(p);
+        r.p_adjusted = Some(adj);
+        if t.effect != Change::Unchanged && adj >= ALPHA {
+            r.verdict = Change::Unchanged;
+            r.note = format!("within noise (p = {p:.3}, {adj:.2} adjusted over {family} tests)");
+        } else if t.effect == Change::Unchanged && r.note.starts_with("within threshold") && p < ALPHA {
+            r.note = format!("{}; p = {p:.3}", r.note);
+        }
+    }
+    let reachable = (min_samples != usize::MAX && min_samples >= MIN_SAMPLES).then(|| smallest_p(min_samples, min_samples));
     let regressions = rows.iter().filter(|r| r.verdict == Change::Regressed).count();
     let safety_regressions = rows.iter().filter(|r| r.safety).count();
     let label = |s: &Summary| format!("{}{}", s.run_id, s.dlbench_commit.as_ref().map(|c| format!(" ({})", &c[..c.len().min(12)])).unwrap_or_default());
@@ -457,6 +624,8 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
         thresholds_pct: t.clone(),
         mismatches: Vec::new(),
         min_samples: if min_samples == usize::MAX { 0 } else { min_samples },
+        tests: family,
+        detectable: reachable.is_none_or(|p| family == 0 || p * (family as f64) < ALPHA),
         rows,
         regressions,
         safety_regressions,
@@ -502,13 +671,28 @@ fn md_row(r: &Row) -> String {
     )
 }
 
+/// Runs per side (equal sides) for completely separated samples to pass Holm's first step
+/// over `tests` tests.
+pub fn runs_needed(tests: usize) -> usize {
+    (MIN_SAMPLES..100).find(|&n| smallest_p(n, n) * (tests.max(1) as f64) < ALPHA).unwrap_or(100)
+}
+
 /// Markdown fit for a pull-request comment: the changes first, the unchanged rows folded.
 pub fn markdown(c: &Comparison) -> String {
     let mut s = format!("## dlbench compare\n\nbase `{}` → new `{}`\n\n", c.base, c.new);
     if !c.mismatches.is_empty() {
         s.push_str(&format!("**Compared despite mismatches (--allow-mismatch)**: the runs differ in {}.\n\n", c.mismatches.join(", ")));
     }
-    if c.regressions == 0 {
+    if c.regressions == 0 && !c.detectable {
+        let p = smallest_p(c.min_samples, c.min_samples);
+        s.push_str(&format!(
+            "**No regression could have been detected**: with {n} runs per side the smallest p-value a test can reach is {p:.4}, and {t} tests need one under {lvl:.4} (Holm); use at least {k} runs per side (`run --repeat`, or more runs in each side's directory).\n\n",
+            n = c.min_samples,
+            t = c.tests,
+            lvl = ALPHA / c.tests as f64,
+            k = runs_needed(c.tests),
+        ));
+    } else if c.regressions == 0 {
         s.push_str("**No regression.**\n\n");
     } else {
         let names: Vec<String> = c
@@ -526,8 +710,8 @@ pub fn markdown(c: &Comparison) -> String {
     }
     if c.min_samples >= MIN_SAMPLES {
         s.push_str(&format!(
-            "{} or more repeats per side: a change counts when a Mann-Whitney U test tells the sides apart (p < {ALPHA}) and the medians differ by more than the threshold.\n\n",
-            c.min_samples
+            "{} or more runs per side: a change counts when the medians differ by more than its threshold and a one-sided Mann-Whitney U test tells the sides apart at p < {ALPHA} after Holm's adjustment over the comparison's {} tests.\n\n",
+            c.min_samples, c.tests
         ));
     } else {
         s.push_str("One run per side: no spread to judge noise by, so only the thresholds decide (use `run --repeat 5` on both sides).\n\n");
@@ -671,6 +855,110 @@ mod tests {
         assert_eq!(compare(&a, &b, &t).regressions, 0);
         b.backends[0].workloads[0].acquire_latency_us.p50 = 2000;
         assert_eq!(compare(&a, &b, &t).regressions, 1, "2 ms is well past the floor");
+    }
+
+    #[test]
+    fn holm_adjusts_step_down_and_stays_monotone() {
+        let a = holm(&[0.01, 0.04, 0.03]);
+        let want = [0.03, 0.06, 0.06];
+        for (x, y) in a.iter().zip(want) {
+            assert!((x - y).abs() < 1e-12, "{a:?}");
+        }
+        assert!((smallest_p(5, 5) - 1.0 / 252.0).abs() < 1e-12);
+        assert_eq!(runs_needed(1), 4, "1/70 < 0.05 at 4 vs 4, 1/20 is not at 3 vs 3");
+        assert_eq!(runs_needed(10), 5, "1/252 * 10 < 0.05");
+        assert_eq!(runs_needed(60), 7);
+    }
+
+    fn with_counts(mut s: Summary, count: u64) -> Summary {
+        for w in s.backends.iter_mut().flat_map(|b| b.workloads.iter_mut()) {
+            w.acquire_latency_us.count = count;
+            w.release_latency_us.count = count;
+        }
+        s
+    }
+
+    /// The gate's one false alarm on a real server: release p99 +51% with p < 0.05 over 5
+    /// against 5, one of ten metrics. Alone at 0.05 it would count; over the comparison's
+    /// tests it is within noise. The same shift completely separated still counts.
+    #[test]
+    fn one_lucky_metric_among_many_is_noise_but_a_clean_shift_is_not() {
+        let t = thresholds(&[]).unwrap();
+        let mut base = with_counts(summary_of(&[1000.0, 1010.0, 990.0, 1005.0, 995.0], 0), 100_000);
+        let mut new = with_counts(summary_of(&[1000.0, 1012.0, 992.0, 1003.0, 997.0], 0), 100_000);
+        // One overlap (340 > 335): one-sided p = 2/252, under 0.05 alone.
+        for (w, v) in base.backends[0].workloads.iter_mut().zip([300, 310, 320, 330, 340]) {
+            w.release_latency_us.p99 = v;
+        }
+        for (w, v) in new.backends[0].workloads.iter_mut().zip([335, 650, 660, 670, 680]) {
+            w.release_latency_us.p99 = v;
+        }
+        let c = compare(&base, &new, &t);
+        let row = c.rows.iter().find(|r| r.metric == "release_p99_us").unwrap();
+        assert!(row.p_value.unwrap() < ALPHA, "alone it would count: {:?}", row.p_value);
+        assert_eq!(c.regressions, 0, "{}", markdown(&c));
+        assert!(row.note.contains("adjusted over"), "{}", row.note);
+        assert!(c.detectable);
+        for (w, rn) in new.backends[0].workloads.iter_mut().zip([650, 660, 670, 680, 690]) {
+            w.release_latency_us.p99 = rn;
+        }
+        let c = compare(&base, &new, &t);
+        assert_eq!(c.regressions, 1, "{}", markdown(&c));
+    }
+
+    /// Percentiles of short phases are their few largest values: not judged.
+    #[test]
+    fn a_tail_with_too_few_observations_is_not_judged() {
+        let t = thresholds(&[]).unwrap();
+        let base = with_counts(summary_of(&[1000.0; 5], 0), 2000);
+        let mut new = with_counts(summary_of(&[1000.0; 5], 0), 2000);
+        for w in &mut new.backends[0].workloads {
+            w.acquire_latency_us.p999 = 90_000;
+        }
+        let c = compare(&base, &new, &t);
+        assert_eq!(c.regressions, 0, "{}", markdown(&c));
+        let row = c.rows.iter().find(|r| r.metric == "acquire_p999_us").unwrap();
+        assert!(row.note.contains("fewer than 10"), "{}", row.note);
+        let c = compare(&with_counts(base, 20_000), &with_counts(new, 20_000), &t);
+        assert_eq!(c.regressions, 1, "with 20 beyond p99.9 it is judged: {}", markdown(&c));
+    }
+
+    /// 3 runs per side cannot reach p < 0.05 after any adjustment: the comparison says so
+    /// instead of "no regression".
+    #[test]
+    fn too_few_repeats_say_nothing_was_detectable() {
+        let t = thresholds(&[]).unwrap();
+        let base = summary_of(&[1000.0, 1010.0, 990.0], 0);
+        let slow = summary_of(&[500.0, 510.0, 490.0], 0);
+        let c = compare(&base, &slow, &t);
+        assert_eq!(c.regressions, 0);
+        assert!(!c.detectable);
+        let md = markdown(&c);
+        assert!(md.contains("No regression could have been detected") && md.contains("at least 5 runs per side"), "{md}");
+    }
+
+    /// A directory of runs is one side with every run's phases as samples; runs of a side
+    /// that differ are refused.
+    #[test]
+    fn a_directory_of_runs_is_pooled() {
+        let root = std::env::temp_dir().join(format!("dlbench-pool-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for (i, ops) in [[1000.0, 1010.0], [990.0, 1005.0], [995.0, 1002.0]].iter().enumerate() {
+            let d = root.join(format!("run{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("summary.json"), serde_json::to_vec(&summary_of(ops, 0)).unwrap()).unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("run2"), root.join("latest")).unwrap();
+        let pooled = load_side(&root).unwrap();
+        assert_eq!(pooled.backends[0].workloads.len(), 6, "latest is not counted twice");
+        assert!(pooled.run_id.contains("3 runs pooled"), "{}", pooled.run_id);
+        let mut odd = summary_of(&[1000.0], 0);
+        odd.target = "external".into();
+        std::fs::create_dir_all(root.join("run9")).unwrap();
+        std::fs::write(root.join("run9/summary.json"), serde_json::to_vec(&odd).unwrap()).unwrap();
+        let e = load_side(&root).unwrap_err().to_string();
+        assert!(e.contains("cannot be pooled") && e.contains("target"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -70,9 +70,9 @@ pub async fn connect_with(
     }
     let s = endpoints
         .get(kind)
-        .ok_or_else(|| LockError::Config(format!("no [{kind}] section in the endpoints")))?;
-    let pw = password(kind, s)?;
-    let tls = tls(kind, s)?;
+        .ok_or_else(|| LockError::Config(format!("no [{}] section in the endpoints", kind.server())))?;
+    let pw = password(kind.server(), s)?;
+    let tls = tls(kind.server(), s)?;
     Ok(match kind {
         BackendKind::Etcd => {
             let mut c = dlbench_etcd::EtcdConfig::new(s.endpoints.clone());
@@ -116,19 +116,33 @@ pub async fn connect_with(
             }
         }
         BackendKind::Postgres => {
-            let mut c = dlbench_postgres::PgConfig::new(s.endpoints[0].clone());
-            c.connect_timeout = t.connect;
-            c.request_timeout = t.request;
-            if let Some(u) = &s.user {
-                c.user = u.clone();
-            }
-            if let Some(d) = &s.database {
-                c.database = d.clone();
-            }
-            c.password = pw;
-            c.tls = tls;
-            Arc::new(dlbench_postgres::PgBackend::connect_with(c, connections).await?)
+            Arc::new(dlbench_postgres::PgBackend::connect_with(pg_config(s, t, pw, tls), connections).await?)
+        }
+        BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => {
+            let scope = if kind == BackendKind::PgAdvisory {
+                dlbench_pg_advisory::Scope::Session
+            } else {
+                dlbench_pg_advisory::Scope::Xact
+            };
+            // Each client is its own session whatever `connections` asks: the session holds the lock.
+            Arc::new(dlbench_pg_advisory::AdvisoryBackend::connect(pg_config(s, t, pw, tls), scope).await?)
         }
         BackendKind::Memory => unreachable!(),
     })
+}
+
+/// The PostgreSQL client settings of a `[postgres]` section.
+fn pg_config(s: &Section, t: Timeouts, pw: Option<String>, tls: Option<dlbench_core::TlsPem>) -> dlbench_postgres::PgConfig {
+    let mut c = dlbench_postgres::PgConfig::new(s.endpoints[0].clone());
+    c.connect_timeout = t.connect;
+    c.request_timeout = t.request;
+    if let Some(u) = &s.user {
+        c.user = u.clone();
+    }
+    if let Some(d) = &s.database {
+        c.database = d.clone();
+    }
+    c.password = pw;
+    c.tls = tls;
+    c
 }

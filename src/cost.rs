@@ -128,7 +128,7 @@ pub struct LocalServers {
 pub async fn counters(s: &LocalServers) -> BTreeMap<String, f64> {
     let within = Duration::from_secs(2);
     let mut out = BTreeMap::new();
-    match s.kind {
+    match s.kind.server() {
         BackendKind::Etcd => {
             let mut sum = 0.0;
             for a in &s.addrs {

@@ -96,25 +96,26 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
+    /// The section of `kind`'s server family (the advisory designs read `[postgres]`).
     pub fn get(&self, kind: BackendKind) -> Option<&Section> {
-        match kind {
+        match kind.server() {
             BackendKind::Postgres => self.postgres.as_ref(),
             BackendKind::Redis => self.redis.as_ref(),
             BackendKind::Redlock => self.redlock.as_ref(),
             BackendKind::Zookeeper => self.zookeeper.as_ref(),
             BackendKind::Etcd => self.etcd.as_ref(),
-            BackendKind::Memory => None,
+            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => None,
         }
     }
 
     pub fn set(&mut self, kind: BackendKind, section: Section) {
-        let slot = match kind {
+        let slot = match kind.server() {
             BackendKind::Postgres => &mut self.postgres,
             BackendKind::Redis => &mut self.redis,
             BackendKind::Redlock => &mut self.redlock,
             BackendKind::Zookeeper => &mut self.zookeeper,
             BackendKind::Etcd => &mut self.etcd,
-            BackendKind::Memory => return,
+            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => return,
         };
         *slot = Some(section);
     }

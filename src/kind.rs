@@ -5,9 +5,13 @@ use std::str::FromStr;
 
 /// A lock backend by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
     Postgres,
+    /// PostgreSQL session-scoped advisory locks (`pg_advisory_lock`), on the postgres server.
+    PgAdvisory,
+    /// PostgreSQL transaction-scoped advisory locks (`pg_advisory_xact_lock`).
+    PgAdvisoryXact,
     Redis,
     Redlock,
     Zookeeper,
@@ -16,13 +20,47 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    /// The five real backends, in the order the table lists them.
+    /// The five server families: what a target starts, what an endpoints file has a section
+    /// for, and what `dlbench run` measures by default (the designs below add about 30 s).
     pub const REAL: [BackendKind; 5] =
         [BackendKind::Postgres, BackendKind::Redis, BackendKind::Redlock, BackendKind::Zookeeper, BackendKind::Etcd];
+
+    /// Every design on real servers (`--backends all`), each beside its family in the order
+    /// the table lists them: database, Redis, consensus.
+    pub const ALL: [BackendKind; 7] = [
+        BackendKind::Postgres,
+        BackendKind::PgAdvisory,
+        BackendKind::PgAdvisoryXact,
+        BackendKind::Redis,
+        BackendKind::Redlock,
+        BackendKind::Zookeeper,
+        BackendKind::Etcd,
+    ];
+
+    /// The server family this design runs on: its servers, endpoints section and faults.
+    pub fn server(self) -> BackendKind {
+        match self {
+            BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => BackendKind::Postgres,
+            k => k,
+        }
+    }
+
+    /// The server families `kinds` run on, each once, in order.
+    pub fn servers(kinds: &[BackendKind]) -> Vec<BackendKind> {
+        let mut out: Vec<BackendKind> = Vec::new();
+        for k in kinds {
+            if !out.contains(&k.server()) {
+                out.push(k.server());
+            }
+        }
+        out
+    }
 
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Postgres => "postgres",
+            BackendKind::PgAdvisory => "pg-advisory",
+            BackendKind::PgAdvisoryXact => "pg-advisory-xact",
             BackendKind::Redis => "redis",
             BackendKind::Redlock => "redlock",
             BackendKind::Zookeeper => "zookeeper",
@@ -32,7 +70,7 @@ impl BackendKind {
     }
 
     pub fn all_names() -> String {
-        let mut v: Vec<&str> = Self::REAL.iter().map(|k| k.name()).collect();
+        let mut v: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
         v.push("memory");
         v.join(", ")
     }
@@ -49,6 +87,8 @@ impl FromStr for BackendKind {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "postgres" | "postgresql" | "pg" => Ok(BackendKind::Postgres),
+            "pg-advisory" => Ok(BackendKind::PgAdvisory),
+            "pg-advisory-xact" => Ok(BackendKind::PgAdvisoryXact),
             "redis" => Ok(BackendKind::Redis),
             "redlock" => Ok(BackendKind::Redlock),
             "zookeeper" | "zk" => Ok(BackendKind::Zookeeper),
@@ -59,10 +99,13 @@ impl FromStr for BackendKind {
     }
 }
 
-/// Parse `a,b,c` or `all` (the five real backends).
+/// Parse `a,b,c`, `all` (every design on real servers) or `default` (the five server
+/// families' own recipes, what `dlbench run` measures when not told).
 pub fn parse_list(s: &str) -> Result<Vec<BackendKind>, String> {
-    if s.trim() == "all" {
-        return Ok(BackendKind::REAL.to_vec());
+    match s.trim() {
+        "all" => return Ok(BackendKind::ALL.to_vec()),
+        "default" => return Ok(BackendKind::REAL.to_vec()),
+        _ => {}
     }
     let mut out = Vec::new();
     for part in s.split(',').filter(|p| !p.trim().is_empty()) {
@@ -88,9 +131,21 @@ mod tests {
     }
 
     #[test]
-    fn all_means_the_five_real_backends() {
+    fn all_means_every_design_and_default_the_five_families() {
         let v = parse_list("all").unwrap();
-        assert_eq!(v.len(), 5);
+        assert_eq!(v.len(), 7);
         assert!(!v.contains(&BackendKind::Memory));
+        assert_eq!(v[1], BackendKind::PgAdvisory, "the advisory designs sit beside postgres");
+        assert_eq!(parse_list("default").unwrap(), BackendKind::REAL.to_vec());
+    }
+
+    #[test]
+    fn designs_run_on_their_family_s_servers() {
+        let v = parse_list("pg-advisory-xact,redis,pg-advisory").unwrap();
+        assert_eq!(BackendKind::servers(&v), vec![BackendKind::Postgres, BackendKind::Redis]);
+        for k in BackendKind::ALL {
+            assert_eq!(k.name().parse::<BackendKind>().unwrap(), k);
+            assert!(BackendKind::REAL.contains(&k.server()));
+        }
     }
 }

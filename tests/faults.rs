@@ -22,7 +22,7 @@ fn scenario_catalogue_holds_on_real_servers() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("scenarios");
     let out = dlbench()
-        .args(["scenario", "S1,S3,S4,S5,S7,S8,J1", "--backend", "all", "--out"])
+        .args(["scenario", "S1,S3,S4,S5,S7,S8,J1", "--backend", "default", "--out"])
         .arg(&dir)
         .stderr(Stdio::inherit())
         .output()

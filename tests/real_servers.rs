@@ -15,6 +15,18 @@ conformance_tests!(
     ttl = Duration::from_secs(2)
 );
 conformance_tests!(
+    conformance_pg_advisory,
+    make = support::backend(BackendKind::PgAdvisory).await,
+    dead = support::dead(BackendKind::PgAdvisory),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
+    conformance_pg_advisory_xact,
+    make = support::backend(BackendKind::PgAdvisoryXact).await,
+    dead = support::dead(BackendKind::PgAdvisoryXact),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
     conformance_redis,
     make = support::backend(BackendKind::Redis).await,
     dead = support::dead(BackendKind::Redis),
@@ -127,6 +139,149 @@ mod interop {
         assert!(seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()), "sequence {seq}");
         client.release(lease).await.unwrap();
         client.close().await;
+    }
+}
+
+/// The advisory designs against `psql`, PostgreSQL's own client, on the documented key
+/// mapping (`hashtextextended(name, 0)`), and what each design does with a silent holder.
+mod advisory {
+    use super::*;
+    use dlbench_core::{AcquireOptions, LockError};
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Child, Command, Stdio};
+
+    const DESIGNS: [BackendKind; 2] = [BackendKind::PgAdvisory, BackendKind::PgAdvisoryXact];
+
+    /// psql on the test server, as a user would run it: unaligned, tuples only.
+    fn psql() -> Command {
+        let ep = support::endpoints().postgres.as_ref().unwrap().endpoints[0].clone();
+        let (host, port) = ep.rsplit_once(':').unwrap();
+        let mut c = Command::new("psql");
+        c.args(["-h", host, "-p", port, "-U", "postgres", "-d", "postgres", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"]);
+        c
+    }
+
+    /// A psql session kept open on stdin; killed (by its PID) if the test fails before `quit`.
+    struct Session(Child, std::sync::mpsc::Receiver<String>);
+
+    impl Session {
+        fn open() -> Session {
+            let mut child = psql().stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("psql");
+            let out = child.stdout.take().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+            Session(child, rx)
+        }
+        /// Run `sql`, then wait for the marker line that follows it.
+        fn run(&mut self, sql: &str) {
+            let stdin = self.0.stdin.as_mut().unwrap();
+            writeln!(stdin, "{sql}\nSELECT 'done';").unwrap();
+            stdin.flush().unwrap();
+            loop {
+                let line = self.1.recv_timeout(Duration::from_secs(20)).expect("psql answered within 20 s");
+                if line == "done" {
+                    return;
+                }
+            }
+        }
+        fn quit(mut self) {
+            drop(self.0.stdin.take());
+            let status = self.0.wait().unwrap();
+            assert!(status.success(), "psql failed: {status}");
+        }
+    }
+
+    impl Drop for Session {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn psql_try(name: &str) -> String {
+        let sql = format!("SELECT pg_try_advisory_lock(hashtextextended('{name}', 0))");
+        let out = psql().args(["-c", &sql]).output().unwrap();
+        assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// While a psql session holds NAME (taken with the statement dlbench documents), neither
+    /// design can take it, try-once or waiting; once psql unlocks, both can.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn psql_holds_dlbench_waits() {
+        for kind in DESIGNS {
+            let name = dlbench_core::conformance::unique_key("psql-holds");
+            let mut holder = Session::open();
+            holder.run(&dlbench_pg_advisory::psql_lock(&name));
+            let backend = support::backend(kind).await;
+            assert!(!backend.claims(&name).await.unwrap().is_empty(), "{kind}: claims() misses psql's lock");
+            let client = backend.client().await.unwrap();
+            let opts = AcquireOptions::default().with_ttl(Duration::from_secs(10));
+            let r = client.acquire(&name, &opts.clone().with_wait(Duration::ZERO)).await;
+            assert!(matches!(r, Err(LockError::Busy)), "{kind}: try-once on a lock psql holds: {r:?}");
+            let r = client.acquire(&name, &opts.clone().with_wait(Duration::from_millis(500))).await;
+            assert!(matches!(r, Err(LockError::Timeout(_))), "{kind}: waiting on a lock psql holds: {r:?}");
+            holder.run(&format!("SELECT pg_advisory_unlock(hashtextextended('{name}', 0));"));
+            let lease = client.acquire(&name, &opts.with_wait(Duration::from_secs(10))).await.expect("after psql unlocked");
+            client.release(lease).await.unwrap();
+            holder.quit();
+            client.close().await;
+        }
+    }
+
+    /// While dlbench holds NAME, psql's try-lock on `hashtextextended(NAME, 0)` is refused and
+    /// its waiting lock times out; after the release psql gets it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dlbench_holds_psql_waits() {
+        for kind in DESIGNS {
+            let name = dlbench_core::conformance::unique_key("advisory-holds");
+            let backend = support::backend(kind).await;
+            let client = backend.client().await.unwrap();
+            let lease = client.acquire(&name, &AcquireOptions::default()).await.unwrap();
+            assert_eq!(psql_try(&name), "f", "{kind}: psql took a lock dlbench holds");
+            let sql = format!("SET lock_timeout = '300ms'; SELECT pg_advisory_lock(hashtextextended('{name}', 0))");
+            let out = psql().args(["-c", &sql]).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && err.contains("lock timeout"), "{kind}: psql's waiting lock: {err}");
+            client.release(lease).await.unwrap();
+            assert_eq!(psql_try(&name), "t", "{kind}: psql cannot take the lock dlbench released");
+            client.close().await;
+        }
+    }
+
+    /// A holder that stays silent past its TTL: the transaction form's server ends its session
+    /// (idle_in_transaction_session_timeout) and the next client gets the lock; the session
+    /// form has no TTL, so the lock stays with the open connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn silent_holder_past_its_ttl() {
+        let ttl = Duration::from_secs(1);
+        for kind in DESIGNS {
+            let name = dlbench_core::conformance::unique_key("silent");
+            let backend = support::backend(kind).await;
+            let a = backend.client().await.unwrap();
+            let b = backend.client().await.unwrap();
+            let opts = AcquireOptions::default().with_ttl(ttl);
+            let la = a.acquire(&name, &opts.clone().with_wait(Duration::from_secs(5))).await.unwrap();
+            let r = b.acquire(&name, &opts.clone().with_wait(ttl * 3)).await;
+            match kind {
+                BackendKind::PgAdvisoryXact => {
+                    let lb = r.unwrap_or_else(|e| panic!("{kind}: the silent holder's lock never expired: {e}"));
+                    let gone = a.release(la).await;
+                    assert!(matches!(gone, Err(LockError::NotHeld(_))), "{kind}: the expired holder's release: {gone:?}");
+                    b.release(lb).await.unwrap();
+                }
+                _ => {
+                    assert!(matches!(r, Err(LockError::Timeout(_))), "{kind}: a live session's lock was taken: {r:?}");
+                    a.release(la).await.expect("the session still holds its lock");
+                }
+            }
+            a.close().await;
+            b.close().await;
+        }
     }
 }
 

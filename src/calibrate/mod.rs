@@ -184,7 +184,8 @@ async fn calibrate_one(kind: BackendKind, eps: &crate::endpoints::Endpoints, n: 
         BackendKind::Postgres => prims::postgres(eps, n, secs, None).await?,
         BackendKind::Etcd => prims::etcd(eps, n, secs).await?,
         BackendKind::Zookeeper => prims::zookeeper(eps, n, secs).await?,
-        BackendKind::Memory => return Ok(()),
+        // Calibration covers the five server families (BackendKind::REAL).
+        BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => return Ok(()),
     };
     let backend = connect::connect(kind, eps, Timeouts::default(), None).await?;
     eprintln!("dlbench: calibrate {kind}: lock cycles");

@@ -132,6 +132,8 @@ impl ComposeTarget {
     /// Find the project's services for `backends` and wait until they are healthy.
     /// `within` bounds each probe of a service (the run's `--connect-timeout`).
     pub async fn discover(project: &str, backends: &[BackendKind], within: Duration) -> anyhow::Result<ComposeTarget> {
+        // The services of the designs asked for (the advisory designs use postgres's).
+        let backends = &BackendKind::servers(backends)[..];
         let inside = inside();
         let own;
         let project = if inside {
@@ -302,7 +304,7 @@ impl ComposeTarget {
     }
 
     fn of(&self, k: BackendKind) -> Vec<&Service> {
-        self.services.iter().filter(|s| s.backend == k).collect()
+        self.services.iter().filter(|s| s.backend == k.server()).collect()
     }
 
     /// Wait (up to 2 minutes) until the containers run, Docker calls them healthy, and they
@@ -422,7 +424,7 @@ const BENCH_IMAGE: &str = "dlbench/bench:bookworm";
 /// ms (the connection is opened first and not counted).
 async fn round_trip(addr: &str, kind: BackendKind, within: Duration) -> Result<f64, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let ask: &[u8] = match kind {
+    let ask: &[u8] = match kind.server() {
         BackendKind::Redis | BackendKind::Redlock => b"PING\r\n",
         BackendKind::Etcd => b"GET /health HTTP/1.1\r\nHost: etcd\r\n\r\n",
         BackendKind::Zookeeper => b"srvr",
@@ -460,7 +462,7 @@ impl Faults for ComposeTarget {
             FaultKind::Delay => self.delay_image.as_ref().err().cloned(),
             FaultKind::Clock => (!self.of(kind).iter().any(|s| s.clock_file.is_some()))
                 .then(|| format!("no {kind} service runs under the clock shim (docker-compose.yml preloads it into the redlock services)")),
-            FaultKind::Failover if kind != BackendKind::Redis => Some(format!("{kind} has no replica to fail over to")),
+            FaultKind::Failover if kind.server() != BackendKind::Redis => Some(format!("{kind} has no replica to fail over to")),
             FaultKind::Failover if !self.of(kind).iter().any(|s| s.replica) => {
                 Some("no redis-replica service is running: start it with `docker compose --profile replica up -d`".into())
             }
@@ -639,7 +641,7 @@ impl Faults for ComposeTarget {
             }
         }
         self.heal_network().await?;
-        if kind == BackendKind::Redis {
+        if kind.server() == BackendKind::Redis {
             self.unswap().await?;
         }
         for s in self.of(kind).into_iter().filter(|s| s.clock_file.is_some()) {

@@ -43,6 +43,8 @@ async fn run(cmd: &str) -> Result<(), String> {
 
 impl ExternalTarget {
     pub fn new(endpoints: Endpoints, backends: &[BackendKind], timeouts: crate::connect::Timeouts) -> anyhow::Result<ExternalTarget> {
+        // Nodes and passwords are per server family (the advisory designs use postgres's).
+        let backends = &BackendKind::servers(backends)[..];
         let mut nodes = Vec::new();
         for &k in backends {
             let s = endpoints.get(k).ok_or_else(|| anyhow::anyhow!("the endpoints file has no [{k}] section; add it or drop {k} from --backends"))?;
@@ -88,7 +90,7 @@ impl ExternalTarget {
         if self.endpoints.get(kind).is_some_and(|s| s.tls.is_some()) {
             return crate::connect::connect(kind, &self.endpoints, self.timeouts, None).await.map(drop).map_err(|e| e.to_string());
         }
-        probe::healthy(kind, eps, self.passwords.get(&kind).map(String::as_str), self.timeouts.connect).await
+        probe::healthy(kind, eps, self.passwords.get(&kind.server()).map(String::as_str), self.timeouts.connect).await
     }
 
     fn commands(&self, k: BackendKind) -> FaultCommands {
@@ -111,7 +113,7 @@ impl Faults for ExternalTarget {
         self.nodes
             .iter()
             .enumerate()
-            .filter(|(_, (k, _))| *k == kind)
+            .filter(|(_, (k, _))| *k == kind.server())
             .map(|(idx, (k, i))| NodeRef { index: idx, name: Self::name(*k, *i) })
             .collect()
     }
@@ -137,7 +139,7 @@ impl Faults for ExternalTarget {
         let eps = section.endpoints.clone();
         let nodes = self.nodes(kind);
         let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        probe::leader(kind, &eps, &names, self.passwords.get(&kind).map(String::as_str), self.timeouts.connect).await.map(|i| nodes[i].clone())
+        probe::leader(kind, &eps, &names, self.passwords.get(&kind.server()).map(String::as_str), self.timeouts.connect).await.map(|i| nodes[i].clone())
     }
 
     async fn kill(&self, n: &NodeRef) -> Result<(), String> {

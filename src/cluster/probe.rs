@@ -13,18 +13,18 @@ use crate::cluster::local::{etcd, postgres, redis, zookeeper};
 /// postgres user).
 /// `within` bounds each exchange with a server (the run's `--connect-timeout`).
 pub async fn healthy(kind: BackendKind, endpoints: &[String], password: Option<&str>, within: Duration) -> Result<(), String> {
-    match kind {
+    match kind.server() {
         BackendKind::Etcd => etcd::healthy(endpoints, password, within).await,
         BackendKind::Zookeeper => zookeeper::healthy(endpoints, within).await,
         BackendKind::Redis | BackendKind::Redlock => redis::healthy(endpoints, password, within).await,
         BackendKind::Postgres => postgres::healthy(endpoints, password, within).await,
-        BackendKind::Memory => Ok(()),
+        _ => Ok(()),
     }
 }
 
 /// The endpoint (index into `endpoints`) of the node that leads, for etcd and ZooKeeper.
 pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], password: Option<&str>, within: Duration) -> Option<usize> {
-    match kind {
+    match kind.server() {
         BackendKind::Etcd => {
             for ep in endpoints {
                 if let Ok(name) = etcd::leader_name(ep, password, within).await {
@@ -60,7 +60,7 @@ pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -
                 BackendKind::Zookeeper => zookeeper::version(ep, within).await,
                 BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password, within).await,
                 BackendKind::Postgres => postgres::version(ep, password, within).await,
-                BackendKind::Memory => Err(String::new()),
+                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => Err(String::new()),
             }
         };
         let silent = || format!("[{k}] {ep} accepted a connection but did not answer within {}", crate::util::fmt_duration(within));

@@ -423,60 +423,40 @@ fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::S
     h
 }
 
-/// The cost-per-acquisition table (see `text::cost_rows`).
-fn cost(s: &crate::summary::Summary) -> String {
-    use crate::report::text::{cost_rows, COST_HEADER, COST_NOTE};
-    let rows = cost_rows(s);
+/// A table from rows of cells, the renderers' shared data (`text::cost_rows`,
+/// `text::scaling_rows`): `left` names the columns aligned left.
+fn cells_table(id: &str, title: &str, header: &[&str], rows: &[Vec<String>], left: &[usize], note: &str) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut h = String::from("<h2 id=\"cost\">Cost per acquisition</h2><div class=\"scroll\"><table><tr>");
-    for c in COST_HEADER {
+    let mut h = format!("<h2 id=\"{id}\">{}</h2><div class=\"scroll\"><table><tr>", esc(title));
+    for c in header {
         let _ = write!(h, "<th>{}</th>", esc(c));
     }
     h.push_str("</tr>");
-    for r in &rows {
+    for r in rows {
         h.push_str("<tr>");
         for (i, c) in r.iter().enumerate() {
-            let _ = write!(h, "<td{}>{}</td>", if i == 1 || i == 6 { " class=\"l\"" } else { "" }, esc(c));
+            let _ = write!(h, "<td{}>{}</td>", if left.contains(&i) { " class=\"l\"" } else { "" }, esc(c));
         }
         h.push_str("</tr>");
     }
-    let _ = write!(h, "</table></div><p>{}</p>", esc(COST_NOTE));
+    let _ = write!(h, "</table></div><p>{}</p>", esc(note));
     h
+}
+
+/// The cost-per-acquisition table (see `text::cost_rows`).
+fn cost(s: &crate::summary::Summary) -> String {
+    use crate::report::text::{cost_rows, COST_HEADER, COST_NOTE};
+    let rows: Vec<Vec<String>> = cost_rows(s).into_iter().map(Vec::from).collect();
+    cells_table("cost", "Cost per acquisition", &COST_HEADER, &rows, &[1, 6], COST_NOTE)
 }
 
 /// The scaling table: each swept backend · workload's points, the knee marked.
 fn scaling(s: &crate::summary::Summary) -> String {
-    let curves = crate::summary::scaling::curves(s);
-    if curves.is_empty() {
-        return String::new();
-    }
-    let mut h = String::from(
-        "<h2 id=\"scaling\">Scaling</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>clients</th><th>acq/s</th><th>p99 ms</th>\
-         <th>dlbench peak RSS MiB</th><th>server CPU µs/acq</th><th>knee</th></tr>",
-    );
-    for c in &curves {
-        for (i, p) in c.points.iter().enumerate() {
-            let _ = write!(
-                h,
-                "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.0}</td><td>{:.2}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
-                esc(&c.backend),
-                esc(&c.workload),
-                p.clients,
-                p.ops_per_sec,
-                p.p99_ms,
-                p.harness_peak_rss_mb.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
-                p.server_cpu_us_per_acq.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
-                if c.knee == Some(i) { "<b>knee</b>" } else { "" }
-            );
-        }
-    }
-    h.push_str(
-        "</table></div><p>The knee: the first client count whose p99 grew by a larger factor than its throughput since the previous count \
-         (marked on the scaling charts). dlbench peak RSS: the harness's resident memory at its highest during that phase.</p>",
-    );
-    h
+    use crate::report::text::{scaling_rows, SCALING_HEADER, SCALING_NOTE};
+    let rows: Vec<Vec<String>> = scaling_rows(s).into_iter().map(Vec::from).collect();
+    cells_table("scaling", "Scaling", &SCALING_HEADER, &rows, &[1, 7], SCALING_NOTE)
 }
 
 fn calibration(c: &crate::calibrate::Calibration) -> String {

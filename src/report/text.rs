@@ -390,37 +390,53 @@ pub const COST_NOTE: &str = "Over each phase's measured window, divided by its s
      cheaply (etcd WAL fsyncs from /metrics, summed over its nodes; PostgreSQL pg_stat_wal bytes and syncs; \
      Redis and Redlock INFO total_net_input_bytes + total_net_output_bytes, summed over the nodes).";
 
-/// The scaling table: per backend · workload swept over client counts, each point's
-/// throughput, p99, dlbench's peak memory, and the knee.
-pub fn scaling_markdown(s: &Summary) -> String {
-    let curves = crate::summary::scaling::curves(s);
-    if curves.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from(
-        "\n## Scaling\n\n| backend | workload | clients | acq/s | p99 ms | dlbench peak RSS MiB | server CPU µs/acq | knee |\n|---|---|---:|---:|---:|---:|---:|---|\n",
-    );
-    for c in &curves {
+/// The scaling table's columns.
+pub const SCALING_HEADER: [&str; 8] = ["backend", "workload", "clients", "acq/s", "p99 ms", "dlbench peak RSS MiB", "server CPU µs/acq", "knee"];
+
+/// The explanation under the scaling table.
+pub const SCALING_NOTE: &str = "The knee: the first client count whose p99 grew by a larger factor than its throughput since the previous \
+     count (marked on the scaling charts). dlbench peak RSS: the harness's resident memory at its highest during that phase \
+     (sampled each second).";
+
+/// The scaling table's rows: per backend · workload swept over client counts, each point's
+/// throughput, p99, dlbench's peak memory, server CPU, and whether it is the knee (the
+/// last cell, "knee" or empty). Both renderers read these cells.
+pub fn scaling_rows(s: &Summary) -> Vec<[String; 8]> {
+    let mut rows = Vec::new();
+    for c in crate::summary::scaling::curves(s) {
         for (i, p) in c.points.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.0} | {:.2} | {} | {} | {} |",
-                c.backend,
-                c.workload,
-                p.clients,
-                p.ops_per_sec,
-                p.p99_ms,
+            rows.push([
+                c.backend.clone(),
+                c.workload.clone(),
+                p.clients.to_string(),
+                format!("{:.0}", p.ops_per_sec),
+                format!("{:.2}", p.p99_ms),
                 p.harness_peak_rss_mb.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
                 p.server_cpu_us_per_acq.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
-                if c.knee == Some(i) { "**knee**" } else { "" }
-            );
+                if c.knee == Some(i) { "knee".into() } else { String::new() },
+            ]);
         }
     }
-    out.push_str(
-        "\nThe knee: the first client count whose p99 grew by a larger factor than its throughput since the previous \
-         count. dlbench peak RSS: the harness's resident memory at its highest during that phase (sampled each second).\n",
-    );
-    let none: Vec<String> = curves.iter().filter(|c| c.knee.is_none()).map(|c| format!("{} · {}", c.backend, c.workload)).collect();
+    rows
+}
+
+/// The scaling table as Markdown (empty when no phase swept its clients).
+pub fn scaling_markdown(s: &Summary) -> String {
+    let rows = scaling_rows(s);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n## Scaling\n\n| {} |\n|---|---|---:|---:|---:|---:|---:|---|\n", SCALING_HEADER.join(" | "));
+    for r in &rows {
+        let mut r = r.clone();
+        if !r[7].is_empty() {
+            r[7] = format!("**{}**", r[7]);
+        }
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+    let _ = writeln!(out, "\n{SCALING_NOTE}");
+    let none: Vec<String> =
+        crate::summary::scaling::curves(s).iter().filter(|c| c.knee.is_none()).map(|c| format!("{} · {}", c.backend, c.workload)).collect();
     if !none.is_empty() {
         let _ = writeln!(out, "No knee within the counts run: {}.", none.join(", "));
     }

@@ -23,8 +23,9 @@ pub struct ScenarioArgs {
     pub out: PathBuf,
 }
 
-/// Expand `S1,S3` or `all` and the backend list into (entry, backend) pairs that apply.
-pub fn plan(ids: &str, backends: &str) -> anyhow::Result<Vec<(&'static str, BackendKind)>> {
+/// Expand `S1,S3` or `all` and the backend list into (entry, backend) pairs that apply, and
+/// a line for each pair that does not, saying why.
+pub fn plan(ids: &str, backends: &str) -> anyhow::Result<(Vec<(&'static str, BackendKind)>, Vec<String>)> {
     let entries: Vec<&'static str> = if ids.trim().eq_ignore_ascii_case("all") {
         CATALOGUE.iter().map(|s| s.id).collect()
     } else {
@@ -39,22 +40,25 @@ pub fn plan(ids: &str, backends: &str) -> anyhow::Result<Vec<(&'static str, Back
     };
     let kinds = kind::parse_list(backends).map_err(anyhow::Error::msg)?;
     let mut pairs = Vec::new();
+    let mut skipped = Vec::new();
     for id in &entries {
         let e = find(id).unwrap();
         for k in &kinds {
             if (e.applies)(*k) {
                 pairs.push((*id, *k));
+            } else {
+                skipped.push(format!("{id} does not apply to {k}: {}", e.scope));
             }
         }
     }
     if pairs.is_empty() {
-        anyhow::bail!("none of {} applies to {}", entries.join(", "), names(&kinds));
+        anyhow::bail!("none of {} applies to {}: {}", entries.join(", "), names(&kinds), skipped.join("; "));
     }
-    Ok(pairs)
+    Ok((pairs, skipped))
 }
 
 pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
-    let pairs = plan(&a.ids, &a.backends)?;
+    let (pairs, skipped) = plan(&a.ids, &a.backends)?;
     let mut kinds: Vec<BackendKind> = pairs.iter().map(|(_, k)| *k).collect();
     kinds.sort();
     kinds.dedup();
@@ -66,6 +70,9 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     let mut summary = Summary::begin(&dir.id, "local", FencingMode::Both, Vec::new());
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: scenarios {} -> {}", dir.id, dir.path.display());
+    for s in &skipped {
+        eprintln!("dlbench: {s}");
+    }
     eprintln!("dlbench: starting local servers for {}", names(&kinds));
     let target = tokio::select! {
         t = LocalTarget::start(&dir.path, &kinds, target_options(&ids)) => Arc::new(t?),

@@ -44,6 +44,8 @@ pub struct Scenario {
     pub id: &'static str,
     pub title: &'static str,
     pub applies: fn(BackendKind) -> bool,
+    /// Where it applies and why, said for each backend it does not apply to.
+    pub scope: &'static str,
     pub published: Option<Published>,
 }
 
@@ -53,6 +55,9 @@ fn any(k: BackendKind) -> bool {
 fn sessions(k: BackendKind) -> bool {
     matches!(k, BackendKind::Etcd | BackendKind::Zookeeper)
 }
+const SESSIONS: &str = "etcd and ZooKeeper only: a session kept alive by heartbeats that the servers expire while its client is cut off (a PostgreSQL session lives as long as its connection, which a cut that holds bytes keeps open)";
+const QUORUM: &str = "etcd and ZooKeeper only: a quorum with a leader and followers";
+const ANY: &str = "every backend with servers";
 
 const KLEPPMANN: &str = "Kleppmann, How to do distributed locking (2016)";
 const JEPSEN_ETCD: &str = "Jepsen, etcd 3.4.3 (2020)";
@@ -62,6 +67,7 @@ pub const CATALOGUE: &[Scenario] = &[
         id: "S1",
         title: "holder pauses longer than its TTL or session",
         applies: any,
+        scope: ANY,
         published: Some(Published {
             source: KLEPPMANN,
             finding: "a pause longer than the lease lets a second client in: the update is lost without fencing; a token checked by the storage refuses the stale write; Redlock has no token",
@@ -71,18 +77,21 @@ pub const CATALOGUE: &[Scenario] = &[
         id: "S2",
         title: "holder's write is delayed past its release",
         applies: any,
+        scope: ANY,
         published: Some(Published { source: KLEPPMANN, finding: "a write delayed in the network lands after the next holder's: lost without fencing, refused with it" }),
     },
     Scenario {
         id: "S3",
         title: "one Redlock node's clock jumps forward",
         applies: |k| k == BackendKind::Redlock,
+        scope: "Redlock only: the clock of one of its independent nodes",
         published: Some(Published { source: KLEPPMANN, finding: "Redlock depends on clocks: a node whose clock jumps expires the key early and two clients hold the lock; no token to fence with" }),
     },
     Scenario {
         id: "S4",
         title: "a Redlock node restarts empty (at once, and after a TTL)",
         applies: |k| k == BackendKind::Redlock,
+        scope: "Redlock only: one of its independent nodes restarting empty",
         published: Some(Published {
             source: "Redis docs, Distributed Locks with Redis (Redlock), safety and persistence",
             finding: "a node restarting empty within the TTL can vote again and grant twice; delaying the restart past the TTL prevents it",
@@ -92,6 +101,7 @@ pub const CATALOGUE: &[Scenario] = &[
         id: "S5",
         title: "Redis primary fails over before replicating",
         applies: |k| k == BackendKind::Redis,
+        scope: "Redis only: an asynchronous replica promoted",
         published: Some(Published {
             source: "Redis docs, replication (asynchronous) and the Redlock page",
             finding: "a primary that fails before replicating the SET lets the promoted replica grant the same lock again",
@@ -101,21 +111,30 @@ pub const CATALOGUE: &[Scenario] = &[
         id: "S6",
         title: "holder partitioned from the quorum",
         applies: sessions,
+        scope: SESSIONS,
         published: Some(Published { source: JEPSEN_ETCD, finding: "a holder cut off from the quorum loses its lease and keeps writing: lost updates; the revision as a fencing token refuses them" }),
     },
     Scenario {
         id: "S7",
         title: "session expires while waiting in the queue",
         applies: sessions,
+        scope: SESSIONS,
         published: Some(Published { source: "etcd issue #11456 (fixed by #11408)", finding: "a waiter whose session expired in the queue was told it holds the lock; it must get an error" }),
     },
-    Scenario { id: "S8", title: "leader killed", applies: sessions, published: None },
-    Scenario { id: "S9", title: "a follower paused", applies: sessions, published: None },
-    Scenario { id: "S10", title: "PostgreSQL killed and restarted", applies: |k| k == BackendKind::Postgres, published: None },
+    Scenario { id: "S8", title: "leader killed", applies: sessions, scope: QUORUM, published: None },
+    Scenario { id: "S9", title: "a follower paused", applies: sessions, scope: QUORUM, published: None },
+    Scenario {
+        id: "S10",
+        title: "PostgreSQL killed and restarted",
+        applies: |k| k.server() == BackendKind::Postgres,
+        scope: "the PostgreSQL designs only",
+        published: None,
+    },
     Scenario {
         id: "J1",
         title: "etcd lock with a 2 s lease, holder paused and partitioned (Jepsen's setup)",
         applies: |k| k == BackendKind::Etcd,
+        scope: "etcd only: Jepsen's etcd setup",
         published: Some(Published {
             source: JEPSEN_ETCD,
             finding: "etcd locks are not mutually exclusive under process pauses and partitions: lost updates with a 2 s lease; fencing by the key's revision refuses them",
@@ -128,9 +147,12 @@ pub fn find(id: &str) -> Option<&'static Scenario> {
 }
 
 /// The cases of an entry on a backend, with what each expects (without, with fencing).
-fn cases(id: &str, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
+fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
     let fenced = |v: Expect| if has_tokens { v } else { Expect::Violation };
     match id {
+        // A session advisory lock has no TTL: the server keeps it while the paused holder's
+        // connection stays open, so the next client waits instead of getting in.
+        "S1" if kind == BackendKind::PgAdvisory => vec![("", Expect::NoViolation, Expect::NoViolation)],
         "S1" | "S2" | "S3" | "S6" => vec![("", Expect::Violation, fenced(Expect::Rejected))],
         // The promoted replica missed the holder's INCR too: its counter hands the next
         // holder the token the old holder has, so fencing refuses the new, legitimate holder.
@@ -368,7 +390,7 @@ pub fn judge_entry(
 ) -> Vec<Outcome> {
     let title = find(id).map(|s| s.title).unwrap_or("");
     let mut out = Vec::new();
-    for ((case, off, on), ((_, o), a)) in cases(id, has_tokens).into_iter().zip(observed.iter().zip(availability)) {
+    for ((case, off, on), ((_, o), a)) in cases(id, kind, has_tokens).into_iter().zip(observed.iter().zip(availability)) {
         for (fencing, expect) in [("off", off), ("on", on)] {
             let (ok, observed) = judge(expect, fencing == "on", o, a.as_ref());
             let r = &o.resource.total;

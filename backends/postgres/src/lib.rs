@@ -80,7 +80,8 @@ impl PgConfig {
         }
     }
 
-    fn options(&self) -> Result<PgConnectOptions, LockError> {
+    /// The client's connect options (also used by the advisory-lock backends).
+    pub fn options(&self) -> Result<PgConnectOptions, LockError> {
         let (host, port) = self
             .endpoint
             .rsplit_once(':')
@@ -115,7 +116,9 @@ pub struct PgBackend {
     connections: Connections,
 }
 
-fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
+/// Map a client error to the lock's error: `may_have_written` when the statement may have
+/// reached the server, so a lost connection leaves the outcome unknown.
+pub fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
     let msg = format!("postgres at {endpoint}: {e}");
     match &e {
         sqlx::Error::Database(db) => {

@@ -60,7 +60,7 @@ const ZK_JARS: &str = "/usr/share/java";
 pub fn find(backends: &[BackendKind]) -> Result<Binaries, Missing> {
     let mut b = Binaries::default();
     let on_path = |bin: &str| Missing { binary: bin.into(), package: "", where_: " on PATH".into() };
-    for k in backends {
+    for k in BackendKind::servers(backends) {
         match k {
             BackendKind::Etcd => {
                 b.etcd = Some(which("etcd").ok_or(Missing { package: "etcd-server", ..on_path("etcd") })?);
@@ -101,7 +101,7 @@ pub fn find(backends: &[BackendKind]) -> Result<Binaries, Missing> {
                 b.initdb = Some(find_pg("initdb").ok_or_else(|| miss("initdb"))?);
                 b.postgres = Some(find_pg("postgres").ok_or_else(|| miss("postgres"))?);
             }
-            BackendKind::Memory => {}
+            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => {}
         }
     }
     Ok(b)

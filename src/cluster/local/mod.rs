@@ -198,6 +198,8 @@ impl LocalTarget {
     /// Check binaries, claim ports, start every server for `backends` under `dir`, and wait
     /// until each cluster is healthy. On any failure, everything started is stopped.
     pub async fn start(dir: &Path, backends: &[BackendKind], options: TargetOptions) -> Result<LocalTarget, TargetError> {
+        // The servers of the designs asked for (the advisory designs share postgres's).
+        let backends = &BackendKind::servers(backends)[..];
         let bins = bins::find(backends)?;
         let run_id = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "run".into());
         let dir = dir.join("servers");
@@ -286,7 +288,8 @@ impl LocalTarget {
                         .map_err(TargetError::Setup)?;
                     planned.push((k, plan, false, vec![]));
                 }
-                BackendKind::Memory => {}
+                // Designs on another family's servers were mapped to it above.
+                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => {}
             }
         }
 
@@ -422,8 +425,9 @@ impl LocalTarget {
         &self.nodes
     }
 
+    /// The nodes of `k`'s server family.
     pub fn nodes_of(&self, k: BackendKind) -> Vec<Arc<Node>> {
-        self.nodes.iter().filter(|n| n.backend == k).cloned().collect()
+        self.nodes.iter().filter(|n| n.backend == k.server()).cloned().collect()
     }
 
     /// Endpoints through a fresh set of proxies for client group `group`, so a fault can
@@ -460,7 +464,7 @@ impl LocalTarget {
     /// Wait until `kind`'s running cluster is healthy.
     pub async fn wait_healthy(&self, kind: BackendKind) -> Result<(), TargetError> {
         let nodes = self.nodes_of(kind);
-        wait_healthy(kind, &nodes, self.password.as_deref(), self.connect_timeout).await
+        wait_healthy(kind.server(), &nodes, self.password.as_deref(), self.connect_timeout).await
     }
 
     /// Bound on each exchange of a probe or admin command with a server.
@@ -471,7 +475,7 @@ impl LocalTarget {
     /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper), if any answers.
     pub async fn leader_node(&self, kind: BackendKind) -> Option<Arc<Node>> {
         let nodes: Vec<Arc<Node>> = self.nodes_of(kind).into_iter().filter(|n| n.is_running() && !n.is_paused()).collect();
-        match kind {
+        match kind.server() {
             BackendKind::Etcd => {
                 for n in &nodes {
                     if let Ok(name) = etcd::leader_name(&n.real_addr, self.password.as_deref(), self.connect_timeout).await {
