@@ -420,24 +420,32 @@ pub fn scaling_rows(s: &Summary) -> Vec<[String; 8]> {
     rows
 }
 
-/// The scaling table as Markdown (empty when no phase swept its clients).
-pub fn scaling_markdown(s: &Summary) -> String {
-    let rows = scaling_rows(s);
+/// A Markdown table from rows of cells (the renderers' shared data), its heading and the
+/// note under it; `align` is the separator row. Empty when there are no rows.
+fn cells_markdown<const N: usize>(title: &str, header: &[&str; N], align: &str, rows: &[[String; N]], note: &str) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = format!("\n## Scaling\n\n| {} |\n|---|---|---:|---:|---:|---:|---:|---|\n", SCALING_HEADER.join(" | "));
-    for r in &rows {
-        let mut r = r.clone();
+    let mut out = format!("\n## {title}\n\n| {} |\n{align}\n", header.join(" | "));
+    for r in rows {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+    let _ = writeln!(out, "\n{note}");
+    out
+}
+
+/// The scaling table as Markdown (empty when no phase swept its clients).
+pub fn scaling_markdown(s: &Summary) -> String {
+    let mut rows = scaling_rows(s);
+    for r in &mut rows {
         if !r[7].is_empty() {
             r[7] = format!("**{}**", r[7]);
         }
-        let _ = writeln!(out, "| {} |", r.join(" | "));
     }
-    let _ = writeln!(out, "\n{SCALING_NOTE}");
+    let mut out = cells_markdown("Scaling", &SCALING_HEADER, "|---|---|---:|---:|---:|---:|---:|---|", &rows, SCALING_NOTE);
     let none: Vec<String> =
         crate::summary::scaling::curves(s).iter().filter(|c| c.knee.is_none()).map(|c| format!("{} · {}", c.backend, c.workload)).collect();
-    if !none.is_empty() {
+    if !out.is_empty() && !none.is_empty() {
         let _ = writeln!(out, "No knee within the counts run: {}.", none.join(", "));
     }
     out
@@ -445,16 +453,7 @@ pub fn scaling_markdown(s: &Summary) -> String {
 
 /// The cost table as Markdown (empty when nothing measured it).
 pub fn cost_markdown(s: &Summary) -> String {
-    let rows = cost_rows(s);
-    if rows.is_empty() {
-        return String::new();
-    }
-    let mut out = format!("\n## Cost per acquisition\n\n| {} |\n|---|---|---:|---:|---:|---:|---|\n", COST_HEADER.join(" | "));
-    for r in &rows {
-        let _ = writeln!(out, "| {} |", r.join(" | "));
-    }
-    let _ = writeln!(out, "\n{COST_NOTE}");
-    out
+    cells_markdown("Cost per acquisition", &COST_HEADER, "|---|---|---:|---:|---:|---:|---|", &cost_rows(s), COST_NOTE)
 }
 
 #[cfg(test)]
