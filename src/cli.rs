@@ -155,8 +155,8 @@ enum Command {
     Scenario(ScenarioArgs),
     /// Run every backend for a long time under faults, watching dlbench's resources.
     ///
-    /// Every backend in turn for its share of --duration, under a nemesis cycling through
-    /// every fault the target supports, sampling dlbench's memory and open files and each
+    /// The backends take turns, in rounds, for equal shares of --duration, under a nemesis
+    /// cycling through every fault the target supports (continuing the cycle across turns), sampling dlbench's memory and open files and each
     /// server's memory every second. Exit 0 when the harness's memory grew under
     /// --max-rss-growth after the warm-up, its open files stayed flat, every fault healed
     /// and every history was checked; 1 otherwise.
@@ -267,6 +267,12 @@ struct SoakArgs {
     /// Total length of the soak, shared equally by the backends.
     #[arg(long, value_parser = duration, default_value = "1h", help_heading = "Workload")]
     duration: Duration,
+    /// The backends take turns this many times (A B C, A B C, ...), each turn
+    /// --duration / (backends x rounds) long [default: enough that the first round ends
+    /// inside the warm-up, so every backend's working set is there before growth is judged;
+    /// 14 for an hour; fewer when turns would be shorter than two fault intervals]
+    #[arg(long, help_heading = "Workload")]
+    rounds: Option<u32>,
     /// Faults cycled in turn (forms as in `run --nemesis`); faults the target cannot inject
     /// on a backend are skipped there and listed.
     #[arg(long, default_value = "kill,pause,partition,isolate,delay,clock,failover", help_heading = "Faults")]
@@ -317,16 +323,7 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         anyhow::bail!("--backends: a soak runs under faults and the memory backend has no servers; drop memory");
     }
     let n = backends.len().max(1) as u32;
-    let share = a.duration / n;
-    if share < a.nemesis_interval * 2 {
-        anyhow::bail!(
-            "--duration {} gives each of {n} backends {}, too short for faults every {}: use at least {}",
-            crate::util::fmt_duration(a.duration),
-            crate::util::fmt_duration(share),
-            crate::util::fmt_duration(a.nemesis_interval),
-            crate::util::fmt_duration(a.nemesis_interval * 2 * n)
-        );
-    }
+    let (rounds, share) = soak_rounds(a.duration, n, a.nemesis_interval, a.rounds)?;
     if !(a.max_rss_growth > 0.0) {
         anyhow::bail!("--max-rss-growth must be a positive percentage, got {}", a.max_rss_growth);
     }
@@ -357,11 +354,45 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         connect_timeout: a.connect_timeout,
         connections: a.connections,
         no_fail_on_violation: true,
-        repeat: 1,
+        repeat: rounds,
     };
     let mut plan = run_plan(run)?;
     plan.soak = Some(crate::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
     Ok(plan)
+}
+
+/// A soak's rounds and the length of one backend's turn. Run one backend after another for
+/// its whole share, a soak measures the order of their working sets (the last backend's
+/// connections and sessions appear after the warm-up and read as growth); in rounds, every
+/// backend has had a turn before the warm-up ends, and what the later rounds add is growth.
+fn soak_rounds(total: Duration, backends: u32, interval: Duration, rounds: Option<u32>) -> anyhow::Result<(u32, Duration)> {
+    let fmt = crate::util::fmt_duration;
+    let shortest = interval * 2;
+    let most = (total.as_secs_f64() / (backends as f64 * shortest.as_secs_f64())).floor() as u32;
+    if most == 0 {
+        anyhow::bail!(
+            "--duration {} gives each of {backends} backends {}, too short for faults every {}: use at least {}",
+            fmt(total),
+            fmt(total / backends),
+            fmt(interval),
+            fmt(shortest * backends)
+        );
+    }
+    let rounds = match rounds {
+        Some(0) => anyhow::bail!("--rounds must be at least 1"),
+        Some(r) if r > most => anyhow::bail!(
+            "--rounds {r}: turns of {} are shorter than two fault intervals ({}); use at most {most} rounds, or a longer --duration",
+            fmt(total / (backends * r)),
+            fmt(shortest)
+        ),
+        Some(r) => r,
+        None => {
+            // The first round, plus the servers' start-up, inside the warm-up: 15% spare.
+            let warmup = crate::resources::warmup_for(total.as_secs_f64());
+            ((total.as_secs_f64() * 1.15 / warmup).ceil() as u32).clamp(1, most)
+        }
+    };
+    Ok((rounds, total / (backends * rounds)))
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -897,6 +928,25 @@ pub fn main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_soak_runs_in_rounds_whose_first_ends_inside_the_warm_up() {
+        let s = Duration::from_secs;
+        // An hour, five backends, a fault every 10 s: 14 rounds of 51 s turns; the first
+        // round (257 s) ends inside the 300 s warm-up with room for the servers' start-up.
+        let (r, turn) = soak_rounds(s(3600), 5, s(10), None).unwrap();
+        assert_eq!(r, 14);
+        assert!((turn.as_secs_f64() - 3600.0 / 70.0).abs() < 1e-6, "{turn:?}");
+        assert!(turn * 5 < Duration::from_secs_f64(crate::resources::warmup_for(3600.0)));
+        // Two minutes: turns may not be shorter than two fault intervals, so one round.
+        assert_eq!(soak_rounds(s(120), 5, s(10), None).unwrap(), (1, s(24)));
+        // Asked for, within bounds.
+        assert_eq!(soak_rounds(s(600), 2, s(10), Some(3)).unwrap(), (3, s(100)));
+        let e = soak_rounds(s(600), 2, s(10), Some(20)).unwrap_err().to_string();
+        assert!(e.contains("--rounds 20") && e.contains("at most 15 rounds"), "{e}");
+        let e = soak_rounds(s(60), 5, s(10), None).unwrap_err().to_string();
+        assert!(e.contains("too short for faults every 10s") && e.contains("at least 100s"), "{e}");
+    }
 
     /// The example lines of a subcommand's `--help` (`  dlbench ...`, comments dropped).
     fn examples(sub: &clap::Command) -> Vec<String> {

@@ -17,7 +17,7 @@ use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, FaultSpec, Faults, Nemesis};
 use crate::progress::PhaseProgress;
 use crate::results::RunDir;
-use crate::summary::{self, BackendSummary, Summary};
+use crate::summary::{self, BackendAcc, BackendSummary, Summary};
 use crate::endpoints::Endpoints;
 use crate::cluster::compose::ComposeTarget;
 use crate::cluster::external::ExternalTarget;
@@ -216,12 +216,8 @@ impl RunPlan {
 }
 
 /// One backend's summary over its phases, each labelled with its repetition.
-fn backend_summary(kind: BackendKind, backend: &dyn Backend, phases: &[PhaseResult], reps: &[u32]) -> BackendSummary {
-    let mut b = BackendSummary::new(kind.name(), capabilities(backend), phases).with_connections(backend.connections());
-    for (w, r) in b.workloads.iter_mut().zip(reps) {
-        w.repeat = *r;
-    }
-    b
+fn backend_summary(kind: BackendKind, backend: &dyn Backend, acc: &BackendAcc) -> BackendSummary {
+    acc.summary(kind.name(), capabilities(backend)).with_connections(backend.connections())
 }
 
 fn capabilities(b: &dyn Backend) -> Option<serde_json::Value> {
@@ -229,8 +225,16 @@ fn capabilities(b: &dyn Backend) -> Option<serde_json::Value> {
 }
 
 /// The faults of one phase: a nemesis over `kind`'s nodes, recording into the history.
-fn fault_runner(target: Arc<dyn Faults>, kind: BackendKind, w: &Workload, plan: &RunPlan, history: Option<HistoryWriter>) -> FaultRunner {
-    let schedule = plan.nemesis.clone();
+/// A soak's later rounds carry on the fault cycle where the backend's previous turn left
+/// it (`round` x the faults a turn holds), so short turns still see every fault; a run's
+/// repeats start it afresh, to stay alike.
+fn fault_runner(target: Arc<dyn Faults>, kind: BackendKind, w: &Workload, plan: &RunPlan, round: u32, history: Option<HistoryWriter>) -> FaultRunner {
+    let mut schedule = plan.nemesis.clone();
+    if plan.soak.is_some() && !schedule.is_empty() {
+        let per_turn = ((w.warmup + w.duration).as_secs_f64() / plan.nemesis_interval.as_secs_f64()).floor().max(1.0) as usize;
+        let len = schedule.len();
+        schedule.rotate_left(round as usize * per_turn % len);
+    }
     let interval = plan.nemesis_interval;
     let workload = w.name.clone();
     Box::new(move |epoch, stop| {
@@ -345,8 +349,8 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     // With --repeat N: every backend's phases, then again, N times (A B A B), so that slow
     // drift of the machine spreads over every backend instead of biasing one.
     let repeat = plan.repeat.max(1);
-    let mut done: Vec<(BackendKind, Arc<dyn Backend>, Vec<PhaseResult>, Vec<u32>)> =
-        backends.into_iter().map(|(k, b)| (k, b, Vec::new(), Vec::new())).collect();
+    // Each phase is folded into its backend's accumulator as it ends and then dropped.
+    let mut done: Vec<(BackendKind, Arc<dyn Backend>, BackendAcc)> = backends.into_iter().map(|(k, b)| (k, b, BackendAcc::default())).collect();
     for rep in 0..repeat {
     for bi in 0..done.len() {
         let (kind, backend) = (done[bi].0, done[bi].1.clone());
@@ -362,7 +366,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             let label = format!("{kind} {}", w.name);
             let (progress, on_tick) = PhaseProgress::start(&label, w.warmup + w.duration);
             let faults = match (&target, plan.nemesis.is_empty()) {
-                (Some(t), false) => Some(fault_runner(t.faults(), kind, w, &plan, history.clone())),
+                (Some(t), false) => Some(fault_runner(t.faults(), kind, w, &plan, rep, history.clone())),
                 _ => None,
             };
             // A sweep runs one workload at several client counts: keep their logs apart.
@@ -385,17 +389,17 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
             progress.finish();
             let p = p?;
             report_phase(kind, w, &p);
-            done[bi].2.push(p);
-            done[bi].3.push(rep);
+            done[bi].2.add(&p, rep);
+            drop(p);
             // Written after every phase, so a killed run leaves what it measured.
             let mut partial = summary.clone();
-            partial.backends.extend(done.iter().filter(|d| !d.2.is_empty()).map(|d| backend_summary(d.0, &*d.1, &d.2, &d.3)));
+            partial.backends.extend(done.iter().filter(|d| !d.2.is_empty()).map(|d| backend_summary(d.0, &*d.1, &d.2)));
             dir.write_json("summary.json", &partial)?;
         }
     }
     }
     for d in done.iter().filter(|d| !d.2.is_empty()) {
-        summary.backends.push(backend_summary(d.0, &*d.1, &d.2, &d.3));
+        summary.backends.push(backend_summary(d.0, &*d.1, &d.2));
     }
     // The load is over: the checking below is not part of the soak's memory curve.
     summary.resources = Some(sampler.finish());

@@ -468,29 +468,51 @@ impl WorkloadSummary {
     }
 }
 
-impl BackendSummary {
-    pub fn new(name: &str, capabilities: Option<serde_json::Value>, phases: &[PhaseResult]) -> Self {
-        let mut all = Totals::default();
-        let mut lag = new_histogram();
-        let mut secs = 0.0;
-        for p in phases {
-            all.merge(&p.totals);
-            lag.add(&p.driver_lag).expect("same bounds");
-            secs += p.measured.as_secs_f64();
-        }
-        let workloads: Vec<WorkloadSummary> = phases.iter().map(WorkloadSummary::from_phase).collect();
+/// A backend's phases folded in as each finishes: the merged totals and driver lag, and each
+/// phase's summary. A long run (a soak's dozens of turns) so holds one set of histograms per
+/// backend instead of every phase's (about 1.2 MB each), and its memory stays flat.
+pub struct BackendAcc {
+    all: Totals,
+    lag: Histogram<u64>,
+    secs: f64,
+    workloads: Vec<WorkloadSummary>,
+}
+
+impl Default for BackendAcc {
+    fn default() -> Self {
+        BackendAcc { all: Totals::default(), lag: new_histogram(), secs: 0.0, workloads: Vec::new() }
+    }
+}
+
+impl BackendAcc {
+    /// Fold in one finished phase, the `repeat`th round of its workload.
+    pub fn add(&mut self, p: &PhaseResult, repeat: u32) {
+        self.all.merge(&p.totals);
+        self.lag.add(&p.driver_lag).expect("same bounds");
+        self.secs += p.measured.as_secs_f64();
+        let mut w = WorkloadSummary::from_phase(p);
+        w.repeat = repeat;
+        self.workloads.push(w);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workloads.is_empty()
+    }
+
+    pub fn summary(&self, name: &str, capabilities: Option<serde_json::Value>) -> BackendSummary {
+        let (all, workloads) = (&self.all, self.workloads.clone());
         let fifo: Vec<u64> = workloads.iter().filter_map(|w| w.fifo_violations).collect();
         BackendSummary {
             name: name.to_string(),
             capabilities,
             connections: None,
-            ops_per_sec: if secs > 0.0 { (all.acquired as f64 / secs * 10.0).round() / 10.0 } else { 0.0 },
+            ops_per_sec: if self.secs > 0.0 { (all.acquired as f64 / self.secs * 10.0).round() / 10.0 } else { 0.0 },
             acquire_latency_us: Percentiles::of(&all.acquire),
             release_latency_us: Percentiles::of(&all.release),
             handoff_latency_us: Percentiles::of(&all.handoff),
             fairness_jain: workloads.iter().filter_map(|w| w.fairness_jain).reduce(f64::min),
             fifo_violations: (!fifo.is_empty()).then(|| fifo.iter().sum()),
-            driver_lag_ms: LagMs::of(&lag),
+            driver_lag_ms: LagMs::of(&self.lag),
             timeseries: workloads
                 .iter()
                 .flat_map(|w| w.timeseries.iter().map(|p| SeriesPoint { workload: w.name.clone(), point: p.clone() }))
@@ -511,6 +533,16 @@ impl BackendSummary {
             workloads,
             failure: None,
         }
+    }
+}
+
+impl BackendSummary {
+    pub fn new(name: &str, capabilities: Option<serde_json::Value>, phases: &[PhaseResult]) -> Self {
+        let mut acc = BackendAcc::default();
+        for p in phases {
+            acc.add(p, 0);
+        }
+        acc.summary(name, capabilities)
     }
 
     /// Record the connection mode the backend ran with.
