@@ -41,8 +41,18 @@ fn calibrate_prints_and_stores_ratios_and_efficiency() {
     }
     for r in cal["efficiency"].as_array().unwrap() {
         assert!(positive(&r["bound_per_sec"]) && positive(&r["handoff_per_sec"]) && positive(&r["efficiency"]), "efficiency: {r}");
-        let bound = 1e6 / (r["release_write_us"].as_f64().unwrap() + r["notification_us"].as_f64().unwrap() + r["acquire_confirm_us"].as_f64().unwrap());
-        assert!((bound - r["bound_per_sec"].as_f64().unwrap()).abs() / bound < 1e-6, "bound = 1 / (write + notify + confirm): {r}");
+        // The bound is the inverse of its listed terms, each measured (none a placeholder 0).
+        let terms = r["critical_path"].as_array().unwrap();
+        assert!(!terms.is_empty(), "no terms: {r}");
+        let mut path = 0.0;
+        for t in terms {
+            assert!(positive(&t["us"]) && t["times"].as_u64().unwrap() >= 1 && !t["what"].as_str().unwrap().is_empty(), "term: {t}");
+            path += t["us"].as_f64().unwrap() * t["times"].as_f64().unwrap();
+        }
+        let bound = 1e6 / path;
+        assert!((bound - r["bound_per_sec"].as_f64().unwrap()).abs() / bound < 1e-6, "bound = 1 / the sum of the path's terms: {r}");
+        let beside = r["beside"].as_array().unwrap();
+        assert!(beside.iter().any(|t| t["what"].as_str().unwrap().contains("under the hot-key load") && positive(&t["us"])), "the loaded release is listed: {r}");
     }
     let schema: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/summary.schema.json")).unwrap()).unwrap();

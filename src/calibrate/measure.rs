@@ -60,26 +60,43 @@ pub async fn timed<T, E: Into<anyhow::Error>>(f: impl std::future::Future<Output
     Ok(t.elapsed())
 }
 
+/// What a lock-cycle measurement saw.
+pub struct Cycles {
+    /// Lock cycles (acquire, release at once) per second.
+    pub per_sec: f64,
+    /// Median release latency over the measurement, µs: the release under this load.
+    pub release_us: f64,
+}
+
 /// Lock cycles (acquire, release at once) per second: each task on its own key when
 /// `own_keys`, else all on one hot key (then the rate is the hand-off rate).
-pub async fn lock_cycles(backend: Arc<dyn Backend>, tasks: usize, secs: Duration, own_keys: bool, tag: &str) -> anyhow::Result<f64> {
+pub async fn lock_cycles(backend: Arc<dyn Backend>, tasks: usize, secs: Duration, own_keys: bool, tag: &str) -> anyhow::Result<Cycles> {
     let mut clients = Vec::new();
     for _ in 0..tasks {
         clients.push(Arc::new(backend.client().await?));
     }
     let tag = tag.to_string();
     let opts = AcquireOptions { ttl: Duration::from_secs(10), wait: Duration::from_secs(10), ..Default::default() };
-    rate(tasks, secs, move |t, _| {
+    let releases = Arc::new(std::sync::Mutex::new(Vec::<u32>::new()));
+    let r2 = releases.clone();
+    let per_sec = rate(tasks, secs, move |t, _| {
         let c = clients[t].clone();
         let key = if own_keys { format!("{tag}-{t}") } else { tag.clone() };
         let opts = opts.clone();
+        let releases = r2.clone();
         async move {
             let lease = c.acquire(&key, &opts).await?;
+            let t0 = Instant::now();
             c.release(lease).await?;
+            releases.lock().unwrap().push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
             Ok(())
         }
     })
-    .await
+    .await?;
+    let mut v = std::mem::take(&mut *releases.lock().unwrap());
+    v.sort_unstable();
+    let release_us = v.get(v.len() / 2).copied().unwrap_or(0) as f64;
+    Ok(Cycles { per_sec, release_us })
 }
 
 /// `redis-benchmark` running `SET cal:<random> v NX PX 10000` with `clients` connections.

@@ -1,7 +1,11 @@
 //! Each backend's primitives, measured with the same client libraries the locks use:
-//! the rate of the one operation a lock is built from, and the latency of the three steps
-//! of a hand-off (the holder's release write, the notification that reaches the next
-//! waiter, the waiter's confirming request).
+//! the rate of the one operation a lock is built from, and the terms of a hot-key hand-off's
+//! critical path, from the protocol: for a polling lock (Redis, Redlock, PostgreSQL) the
+//! winning attempt's reply and the release's request, one round trip of the primitive, the
+//! retry gap counted at its best case, 0; for a watching lock (etcd, ZooKeeper) the time from
+//! the holder's delete being sent to the waiter's watch event, plus the reads the recipe makes
+//! after the event before its acquire returns (etcd: the predecessors, then its own key;
+//! ZooKeeper: the children).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +16,7 @@ use futures::StreamExt;
 use super::measure::{median_us, rate, timed};
 use crate::endpoints::Endpoints;
 use crate::kind::BackendKind;
+use crate::summary::calibration::BoundTerm;
 
 /// Samples per latency median.
 const SAMPLES: u64 = 200;
@@ -22,11 +27,37 @@ pub struct Prims {
     /// The primitive, e.g. "SET NX PX".
     pub name: &'static str,
     pub per_sec: f64,
-    pub release_write_us: f64,
-    /// 0 for polling locks: the best case is a retry that lands just after the release.
-    pub notification_us: f64,
-    pub acquire_confirm_us: f64,
+    /// The hand-off's critical path (see [`crate::summary::calibration::Efficiency`]).
+    pub path: Vec<BoundTerm>,
+    /// Measured beside the path, not summed.
+    pub beside: Vec<BoundTerm>,
     pub note: &'static str,
+}
+
+/// The retry interval of the hot-key measurement (`AcquireOptions`' default), jittered by the
+/// backends to half to one and a half times it.
+fn retry_interval_us() -> f64 {
+    dlbench_core::AcquireOptions::default().retry_interval.as_secs_f64() * 1e6
+}
+
+/// A polling lock's terms, from its primitive's round trip `rtt` with `clients` on one key.
+/// Between one holder's acquire returning and the next one's: the holder's release request
+/// (one way), a waiter's attempt arriving after it (a gap of 0 at best), and that attempt's
+/// reply (one way): one round trip. The gap's expected value and the releaser's own next
+/// attempt (two round trips, the path a hold-0 loop often takes) are listed beside it.
+fn polling(name: &'static str, per_sec: f64, what: &str, rtt: f64, clients: usize) -> Prims {
+    let waiters = clients.saturating_sub(1).max(1);
+    let period = rtt + retry_interval_us();
+    Prims {
+        name,
+        per_sec,
+        path: vec![BoundTerm::new(format!("{what} round trip (release request + winning attempt's reply; retry gap 0)"), 1, rtt)],
+        beside: vec![
+            BoundTerm::new(format!("expected retry gap ({waiters} waiters, one attempt every {:.1} ms on average)", period / 1000.0), 1, period / (waiters as f64 + 1.0)),
+            BoundTerm::new("releaser's own next acquire (release + attempt round trips)", 1, 2.0 * rtt),
+        ],
+        note: "polling: the best case is a waiter's attempt arriving just after the release",
+    }
 }
 
 fn eps(e: &Endpoints, k: BackendKind) -> anyhow::Result<Vec<String>> {
@@ -61,14 +92,7 @@ pub async fn redis(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Resul
     let node = RedisNode::connect(&NodeConfig::new(&ep)).await?;
     let node = &node;
     let w = median_us(SAMPLES as usize, |i| async move { timed(node.set_nx_px(&format!("cal:lat:{i}"), "v", TTL)).await }).await?;
-    Ok(Prims {
-        name: "SET NX PX",
-        per_sec,
-        release_write_us: w,
-        notification_us: 0.0,
-        acquire_confirm_us: w,
-        note: "polling: no notification; the bound assumes a retry lands just after the release",
-    })
+    Ok(polling("SET NX PX", per_sec, "SET NX PX", w, tasks))
 }
 
 /// Redlock's primitive: SET NX PX sent to every node at once, done at the majority's replies.
@@ -109,14 +133,7 @@ pub async fn redlock(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Res
         async move { timed(majority_set(&nodes, &format!("cal:rl:lat:{salt:x}:{i}"))).await }
     })
     .await?;
-    Ok(Prims {
-        name: "SET NX PX on a majority of 5",
-        per_sec,
-        release_write_us: w,
-        notification_us: 0.0,
-        acquire_confirm_us: w,
-        note: "polling: no notification; the bound assumes a retry lands just after the release",
-    })
+    Ok(polling("SET NX PX on a majority of 5", per_sec, "majority SET", w, tasks))
 }
 
 pub async fn postgres(e: &Endpoints, tasks: usize, secs: Duration, password: Option<&str>) -> anyhow::Result<Prims> {
@@ -141,14 +158,7 @@ pub async fn postgres(e: &Endpoints, tasks: usize, secs: Duration, password: Opt
     })
     .await?;
     let w = median_us(SAMPLES as usize, |_| timed(sqlx::query(WRITE).bind(0).execute(&pool))).await?;
-    Ok(Prims {
-        name: "single-row UPDATE commit",
-        per_sec,
-        release_write_us: w,
-        notification_us: 0.0,
-        acquire_confirm_us: w,
-        note: "polling: no notification; the bound assumes a retry lands just after the release",
-    })
+    Ok(polling("single-row UPDATE commit", per_sec, "UPDATE commit", w, tasks))
 }
 
 async fn etcd_client(eps: &[String]) -> anyhow::Result<etcd_client::Client> {
@@ -189,15 +199,20 @@ pub async fn etcd(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Result
     for _ in 0..SAMPLES / 2 {
         kv.put(key.clone(), "x", None).await?;
         let t0 = Instant::now();
-        kv.delete(key.clone(), None).await?;
-        loop {
-            let m = tokio::time::timeout(Duration::from_secs(5), stream.message()).await??;
-            let m = m.ok_or_else(|| anyhow::anyhow!("etcd watch ended"))?;
-            if m.events().iter().any(|ev| ev.event_type() == etcd_client::EventType::Delete) {
-                break;
+        // The event is timed on its own stream, concurrently with the delete's reply: the
+        // waiter does not wait for the holder's reply, so neither may the measurement.
+        let mut del = kv.clone();
+        let (d, ev) = tokio::join!(del.delete(key.clone(), None), async {
+            loop {
+                let m = tokio::time::timeout(Duration::from_secs(5), stream.message()).await??;
+                let m = m.ok_or_else(|| anyhow::anyhow!("etcd watch ended"))?;
+                if m.events().iter().any(|ev| ev.event_type() == etcd_client::EventType::Delete) {
+                    return Ok::<_, anyhow::Error>(t0.elapsed());
+                }
             }
-        }
-        samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        });
+        d?;
+        samples.push(ev?.as_secs_f64() * 1e6);
     }
     samples.sort_by(|a, b| a.total_cmp(b));
     let notify_total = samples[samples.len() / 2];
@@ -210,10 +225,12 @@ pub async fn etcd(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Result
     Ok(Prims {
         name: "put",
         per_sec,
-        release_write_us: release,
-        notification_us: (notify_total - release).max(0.0),
-        acquire_confirm_us: confirm,
-        note: "release = delete; notification = watch event after the delete's reply; confirm = range read",
+        path: vec![
+            BoundTerm::new("delete sent -> watch event at the waiter", 1, notify_total),
+            BoundTerm::new("range read (the predecessors, then its own key)", 2, confirm),
+        ],
+        beside: vec![BoundTerm::new("delete's reply to the holder", 1, release)],
+        note: "watching: the next waiter's watch on its predecessor fires, it reads twice, and holds",
     })
 }
 
@@ -279,9 +296,11 @@ pub async fn zookeeper(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::R
         name: "create + delete",
         // A create-delete pair is two primitives.
         per_sec: pairs * 2.0,
-        release_write_us: release,
-        notification_us: (notify_total - release).max(0.0),
-        acquire_confirm_us: confirm,
-        note: "release = delete; notification = watch event after the delete's reply; confirm = getChildren",
+        path: vec![
+            BoundTerm::new("delete sent -> watch event at the waiter", 1, notify_total),
+            BoundTerm::new("getChildren", 1, confirm),
+        ],
+        beside: vec![BoundTerm::new("delete's reply to the holder", 1, release)],
+        note: "watching: the next waiter's watch on its predecessor fires, it lists the children, and holds",
     })
 }

@@ -493,18 +493,17 @@ fn calibration(c: &crate::calibrate::Calibration) -> String {
         h.push_str("</table></div>");
     }
     if !c.efficiency.is_empty() {
-        h.push_str("<h3>Hot-key hand-offs against the bound (release write + notification + confirm)</h3><div class=\"scroll\"><table><tr><th>backend</th><th>release write µs</th><th>notification µs</th><th>confirm µs</th><th>bound /s</th><th>hand-offs /s</th><th>efficiency</th><th>note</th></tr>");
+        h.push_str("<h3>Hot-key hand-offs against the bound (the critical path of a hand-off, each term at its best case)</h3><div class=\"scroll\"><table><tr><th>backend</th><th>critical path µs</th><th>bound /s</th><th>hand-offs /s</th><th>efficiency</th><th>beside the path µs (not summed)</th><th>note</th></tr>");
         for r in &c.efficiency {
             let _ = write!(
                 h,
-                "<tr><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.2}</td><td class=\"l\">{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.2}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
                 esc(&r.backend),
-                r.release_write_us,
-                r.notification_us,
-                r.acquire_confirm_us,
+                esc(&r.path_line()),
                 r.bound_per_sec,
                 r.handoff_per_sec,
                 r.efficiency,
+                esc(&r.beside_line()),
                 esc(&r.note)
             );
         }

@@ -44,20 +44,78 @@ pub struct PrimitiveCost {
     pub primitives_per_cycle: f64,
 }
 
-/// The hot-key hand-off rate against the bound its primitives set.
+/// The hot-key hand-off rate against the bound its protocol sets: the sum of the terms on a
+/// hand-off's critical path (from one holder's acquire returning to the next one's), each
+/// measured on its own, unloaded. Every term is a least cost (a best-case gap counts 0), so
+/// the sum is a floor on the time a hand-off takes and its inverse a ceiling on the rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Efficiency {
     pub backend: String,
-    pub release_write_us: f64,
-    pub notification_us: f64,
-    pub acquire_confirm_us: f64,
-    /// 1e6 / (release write + notification + confirm).
+    /// The critical path, term by term, summed into the bound.
+    pub critical_path: Vec<BoundTerm>,
+    /// Figures measured beside the path and not summed into it: the polling locks' expected
+    /// retry gap and the releaser's own next attempt, the release's latency under the
+    /// hot-key load (where the difference between bound and achieved goes).
+    pub beside: Vec<BoundTerm>,
+    /// Sum of `critical_path`.
+    pub critical_path_us: f64,
+    /// 1e6 / critical_path_us.
     pub bound_per_sec: f64,
     /// Acquisitions per second on one hot key, acquire then release at once.
     pub handoff_per_sec: f64,
     /// handoff / bound.
     pub efficiency: f64,
     pub note: String,
+}
+
+/// One measured term of a hand-off bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BoundTerm {
+    /// What the term is, e.g. "watch event after the delete was sent".
+    pub what: String,
+    /// How many times it lies on the path.
+    pub times: u32,
+    /// One occurrence, µs (median of serial samples).
+    pub us: f64,
+}
+
+impl BoundTerm {
+    pub fn new(what: impl Into<String>, times: u32, us: f64) -> Self {
+        BoundTerm { what: what.into(), times, us }
+    }
+
+    /// "2 x read 1185" or "read 1185".
+    pub fn label(&self) -> String {
+        if self.times == 1 { format!("{} {:.0}", self.what, self.us) } else { format!("{} x {} {:.0}", self.times, self.what, self.us) }
+    }
+}
+
+impl Efficiency {
+    /// The bound from its terms and the achieved hot-key rate.
+    pub fn new(backend: &str, critical_path: Vec<BoundTerm>, beside: Vec<BoundTerm>, handoff_per_sec: f64, note: &str) -> Self {
+        let us: f64 = critical_path.iter().map(|t| t.times as f64 * t.us).sum();
+        let bound = if us > 0.0 { 1e6 / us } else { f64::INFINITY };
+        Efficiency {
+            backend: backend.to_string(),
+            critical_path,
+            beside,
+            critical_path_us: us,
+            bound_per_sec: bound,
+            handoff_per_sec,
+            efficiency: handoff_per_sec / bound,
+            note: note.to_string(),
+        }
+    }
+
+    /// The path as one line: "release → event 2735 + 2 x read 1185 = 5105 µs".
+    pub fn path_line(&self) -> String {
+        let terms: Vec<String> = self.critical_path.iter().map(BoundTerm::label).collect();
+        format!("{} = {:.0} µs", terms.join(" + "), self.critical_path_us)
+    }
+
+    pub fn beside_line(&self) -> String {
+        self.beside.iter().map(BoundTerm::label).collect::<Vec<_>>().join("; ")
+    }
 }
 
 /// dlbench beside the official client of one recipe (`calibrate --peers`): the same
@@ -105,5 +163,26 @@ impl PeerComparison {
         let m = v.len() / 2;
         let median = if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 };
         Some((median, v[0], v[v.len() - 1]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_is_the_inverse_of_its_terms_and_the_rest_is_listed_beside() {
+        let e = Efficiency::new(
+            "etcd",
+            vec![BoundTerm::new("delete sent -> watch event", 1, 2000.0), BoundTerm::new("range read", 2, 1000.0)],
+            vec![BoundTerm::new("delete's reply", 1, 1800.0)],
+            100.0,
+            "",
+        );
+        assert_eq!(e.critical_path_us, 4000.0);
+        assert_eq!(e.bound_per_sec, 250.0);
+        assert_eq!(e.efficiency, 0.4);
+        assert_eq!(e.path_line(), "delete sent -> watch event 2000 + 2 x range read 1000 = 4000 µs");
+        assert_eq!(e.beside_line(), "delete's reply 1800");
     }
 }
