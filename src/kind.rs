@@ -56,6 +56,16 @@ impl BackendKind {
         out
     }
 
+    /// The family the table groups a design under: what kind of system holds the lock.
+    pub fn family(self) -> &'static str {
+        match self {
+            BackendKind::Postgres | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => "database",
+            BackendKind::Redis | BackendKind::Redlock => "Redis",
+            BackendKind::Zookeeper | BackendKind::Etcd => "consensus",
+            BackendKind::Memory => "reference",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Postgres => "postgres",

@@ -28,19 +28,40 @@ fn has_tokens(b: &BackendSummary) -> bool {
     b.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false)
 }
 
-fn rows(s: &Summary) -> Vec<[String; COLS]> {
-    let mut out = Vec::new();
+/// The family a backend's rows are grouped under (by its name; unknown names have none).
+fn family(b: &BackendSummary) -> &'static str {
+    b.name.parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("")
+}
+
+/// The backends in the table's order: grouped by family (database, Redis, consensus), in
+/// run order within a family.
+fn by_family(s: &Summary) -> Vec<&BackendSummary> {
+    let mut order: Vec<&'static str> = Vec::new();
     for b in &s.backends {
+        if !order.contains(&family(b)) {
+            order.push(family(b));
+        }
+    }
+    let rank = |f: &str| ["database", "Redis", "consensus", "reference"].iter().position(|x| *x == f).unwrap_or(9);
+    order.sort_by_key(|f| rank(f));
+    order.iter().flat_map(|f| s.backends.iter().filter(move |b| family(b) == *f)).collect()
+}
+
+/// Each row with the family it belongs to; a heading line is shown where the family changes
+/// when the run spans more than one.
+fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
+    let mut out = Vec::new();
+    for b in by_family(s) {
         if let Some(f) = &b.failure {
             let mut r: [String; COLS] = Default::default();
             r[0] = b.name.clone();
             r[1] = format!("FAILED: {f}");
-            out.push(r);
+            out.push((family(b), r));
             continue;
         }
         let repeated = b.workloads.iter().any(|x| x.repeat > 0);
         for w in &b.workloads {
-            out.push([
+            out.push((family(b), [
                 b.name.clone(),
                 if repeated { format!("{} #{}", w.name, w.repeat + 1) } else { w.name.clone() },
                 w.clients.to_string(),
@@ -57,7 +78,7 @@ fn rows(s: &Summary) -> Vec<[String; COLS]> {
                 if has_tokens(b) { w.stale_tokens.to_string() } else { "n/a".into() },
                 w.exposure.map(|e| format!("{:.1}", e * 100.0)).unwrap_or_else(|| "-".into()),
                 verdict_cell(w.verdict.as_ref()),
-            ]);
+            ]));
         }
     }
     out
@@ -66,8 +87,9 @@ fn rows(s: &Summary) -> Vec<[String; COLS]> {
 /// The table for a terminal: aligned columns.
 pub fn table(s: &Summary) -> String {
     let rows = rows(s);
+    let grouped = rows.iter().any(|(f, _)| *f != rows[0].0);
     let mut width: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
-    for r in &rows {
+    for (_, r) in &rows {
         for (i, c) in r.iter().enumerate() {
             if !(i == 1 && c.starts_with("FAILED")) {
                 width[i] = width[i].max(c.chars().count());
@@ -87,7 +109,12 @@ pub fn table(s: &Summary) -> String {
         out.push('\n');
     };
     line(&HEADER.map(String::from), &mut out);
-    for r in &rows {
+    let mut last = "";
+    for (f, r) in &rows {
+        if grouped && *f != last {
+            let _ = writeln!(out, "-- {f}");
+            last = f;
+        }
         line(r, &mut out);
     }
     out
@@ -96,7 +123,14 @@ pub fn table(s: &Summary) -> String {
 /// The same table in Markdown.
 pub fn markdown_table(s: &Summary) -> String {
     let mut out = format!("| {} |\n|{}\n", HEADER.join(" | "), "---|".repeat(HEADER.len()));
-    for r in rows(s) {
+    let rows = rows(s);
+    let grouped = rows.iter().any(|(f, _)| *f != rows[0].0);
+    let mut last = "";
+    for (f, r) in &rows {
+        if grouped && *f != last {
+            out.push_str(&format!("| **{f}** |{}\n", " |".repeat(COLS - 1)));
+            last = f;
+        }
         out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
     out
@@ -497,5 +531,24 @@ mod tests {
         // 2 -> 4 clients: throughput x1.05, p99 x2.7.
         assert!(md.contains("| redis | many-keys | 4 | 2000 | 3.00 | - | 20.0 | **knee** |"), "{md}");
         assert_eq!(md.matches("**knee**").count(), 1, "{md}");
+    }
+
+    #[test]
+    fn the_table_groups_designs_by_family_in_any_run_order() {
+        let mut s = Summary::begin("r", "local", FencingMode::Both, vec![]);
+        for name in ["etcd", "redis", "pg-advisory", "zookeeper", "postgres"] {
+            let mut b = BackendSummary::new(name, None, &[]);
+            b.workloads = vec![row(8, 100.0, 1000, None)];
+            s.backends.push(b);
+        }
+        let t = table(&s);
+        let order: Vec<&str> = t.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
+        assert_eq!(order, ["--", "pg-advisory", "postgres", "--", "redis", "--", "etcd", "zookeeper"], "{t}");
+        assert!(t.contains("-- database\n") && t.contains("-- Redis\n") && t.contains("-- consensus\n"), "{t}");
+        let md = markdown_table(&s);
+        assert!(md.find("| **database** |").unwrap() < md.find("| **consensus** |").unwrap(), "{md}");
+        // One family: no headings.
+        s.backends.retain(|b| b.name == "redis");
+        assert!(!table(&s).contains("--") && !markdown_table(&s).contains("**"));
     }
 }
