@@ -8,8 +8,19 @@ use std::time::{Duration, Instant};
 
 use dlbench_core::{AcquireOptions, Backend};
 
-/// Run `op(task, i)` on `tasks` concurrent tasks for `secs`; successful ops per second.
-pub async fn rate<F, Fut>(tasks: usize, secs: Duration, op: F) -> anyhow::Result<f64>
+/// What a rate measurement saw.
+pub struct Rate {
+    /// Successful operations per second.
+    pub per_sec: f64,
+    /// The 1st percentile of the operations' durations, µs: an operation at its fastest
+    /// with every task busy (threads awake, as in a loaded lock), which a serial sample on
+    /// an otherwise idle runtime does not show.
+    pub p1_us: f64,
+}
+
+/// Run `op(task, i)` on `tasks` concurrent tasks for `secs`; successful ops per second, and
+/// their fastest durations.
+pub async fn rate<F, Fut>(tasks: usize, secs: Duration, op: F) -> anyhow::Result<Rate>
 where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
@@ -23,20 +34,28 @@ where
         let (op, stop, done) = (op.clone(), stop.clone(), done.clone());
         handles.push(tokio::spawn(async move {
             let mut i = 0u64;
+            // Each task its own samples: no lock shared on the measured path.
+            let mut took = Vec::new();
             while !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
                 op(t, i).await?;
+                took.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
                 i += 1;
                 done.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<_, anyhow::Error>(())
+            Ok::<_, anyhow::Error>(took)
         }));
     }
     tokio::time::sleep(secs).await;
     stop.store(true, Ordering::Relaxed);
+    let mut took = Vec::new();
     for h in handles {
-        h.await??;
+        took.extend(h.await??);
     }
-    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+    let per_sec = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    took.sort_unstable();
+    let p1_us = took.get(took.len() / 100).copied().unwrap_or(0) as f64;
+    Ok(Rate { per_sec, p1_us })
 }
 
 /// Median of `n` serial timings of `op`, in microseconds.
@@ -92,7 +111,8 @@ pub async fn lock_cycles(backend: Arc<dyn Backend>, tasks: usize, secs: Duration
             Ok(())
         }
     })
-    .await?;
+    .await?
+    .per_sec;
     let mut v = std::mem::take(&mut *releases.lock().unwrap());
     v.sort_unstable();
     let release_us = v.get(v.len() / 2).copied().unwrap_or(0) as f64;
