@@ -58,8 +58,23 @@ where
     Ok(Rate { per_sec, p1_us })
 }
 
-/// Median of `n` serial timings of `op`, in microseconds.
-pub async fn median_us<F, Fut>(n: usize, mut op: F) -> anyhow::Result<f64>
+/// `n` serial timings of one operation, µs.
+#[derive(Debug, Clone, Copy)]
+pub struct Serial {
+    pub median: f64,
+    /// The fastest: a bound's term at its best case.
+    pub min: f64,
+}
+
+impl Serial {
+    pub fn of(mut v: Vec<f64>) -> Serial {
+        v.sort_by(|a, b| a.total_cmp(b));
+        Serial { median: v[v.len() / 2], min: v[0] }
+    }
+}
+
+/// `n` serial timings of `op`, in microseconds.
+pub async fn serial_us<F, Fut>(n: usize, mut op: F) -> anyhow::Result<Serial>
 where
     F: FnMut(u64) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Duration>>,
@@ -68,8 +83,7 @@ where
     for i in 0..n as u64 {
         v.push(op(i).await?.as_secs_f64() * 1e6);
     }
-    v.sort_by(|a, b| a.total_cmp(b));
-    Ok(v[v.len() / 2])
+    Ok(Serial::of(v))
 }
 
 /// Time one future.
