@@ -29,13 +29,13 @@ fn has_tokens(b: &BackendSummary) -> bool {
 }
 
 /// The family a backend's rows are grouped under (by its name; unknown names have none).
-fn family(b: &BackendSummary) -> &'static str {
+pub(crate) fn family(b: &BackendSummary) -> &'static str {
     b.name.parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("")
 }
 
 /// The backends in the table's order: grouped by family (database, Redis, consensus), in
 /// run order within a family.
-fn by_family(s: &Summary) -> Vec<&BackendSummary> {
+pub(crate) fn by_family(s: &Summary) -> Vec<&BackendSummary> {
     let mut order: Vec<&'static str> = Vec::new();
     for b in &s.backends {
         if !order.contains(&family(b)) {
