@@ -68,6 +68,37 @@ fn polling(name: &'static str, r: &Rate, what: &str, serial: Serial, clients: us
     }
 }
 
+/// The reads a watching lock's waiter makes after its watch fires and before it holds.
+struct Read {
+    what: &'static str,
+    /// Appended to `what` on the path, e.g. which keys are read.
+    detail: &'static str,
+    times: u32,
+    took: Serial,
+}
+
+/// A watching lock's terms (etcd, ZooKeeper): between one holder's acquire returning and
+/// the next one's, the holder's delete reaching the waiter as a watch event (`notify`, from
+/// the delete being sent), then the waiter's `reads`; each at its fastest. The medians and
+/// the delete's reply to the holder (`release`, not on the path: the waiter does not wait
+/// for it) are listed beside.
+fn watching(name: &'static str, per_sec: f64, notify: Serial, reads: Read, release: Serial, note: &'static str) -> Prims {
+    Prims {
+        name,
+        per_sec,
+        path: vec![
+            BoundTerm::new("delete sent -> watch event at the waiter, fastest", 1, notify.min),
+            BoundTerm::new(format!("{}{}, fastest", reads.what, reads.detail), reads.times, reads.took.min),
+        ],
+        beside: vec![
+            BoundTerm::new("delete sent -> watch event, median", 1, notify.median),
+            BoundTerm::new(format!("{}, median", reads.what), 1, reads.took.median),
+            BoundTerm::new("delete's reply to the holder, median", 1, release.median),
+        ],
+        note,
+    }
+}
+
 fn eps(e: &Endpoints, k: BackendKind) -> anyhow::Result<Vec<String>> {
     Ok(e.get(k).ok_or_else(|| anyhow::anyhow!("no [{k}] endpoints"))?.endpoints.clone())
 }
@@ -230,20 +261,8 @@ pub async fn etcd(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::Result
         async move { timed(wkv.get(key, None)).await }
     })
     .await?;
-    Ok(Prims {
-        name: "put",
-        per_sec,
-        path: vec![
-            BoundTerm::new("delete sent -> watch event at the waiter, fastest", 1, notify.min),
-            BoundTerm::new("range read (the predecessors, then its own key), fastest", 2, confirm.min),
-        ],
-        beside: vec![
-            BoundTerm::new("delete sent -> watch event, median", 1, notify.median),
-            BoundTerm::new("range read, median", 1, confirm.median),
-            BoundTerm::new("delete's reply to the holder, median", 1, release.median),
-        ],
-        note: "watching: the next waiter's watch on its predecessor fires, it reads twice, and holds",
-    })
+    let reads = Read { what: "range read", detail: " (the predecessors, then its own key)", times: 2, took: confirm };
+    Ok(watching("put", per_sec, notify, reads, release, "watching: the next waiter's watch on its predecessor fires, it reads twice, and holds"))
 }
 
 async fn zk_client(eps: &[String]) -> anyhow::Result<zookeeper_client::Client> {
@@ -301,19 +320,8 @@ pub async fn zookeeper(e: &Endpoints, tasks: usize, secs: Duration) -> anyhow::R
     }
     let (release, notify) = (Serial::of(release), Serial::of(notify));
     let confirm = serial_us(SAMPLES as usize, |_| timed(waiter.list_children("/"))).await?;
-    Ok(Prims {
-        name: "create + delete",
-        // A create-delete pair is two primitives.
-        per_sec: pairs * 2.0,
-        path: vec![
-            BoundTerm::new("delete sent -> watch event at the waiter, fastest", 1, notify.min),
-            BoundTerm::new("getChildren, fastest", 1, confirm.min),
-        ],
-        beside: vec![
-            BoundTerm::new("delete sent -> watch event, median", 1, notify.median),
-            BoundTerm::new("getChildren, median", 1, confirm.median),
-            BoundTerm::new("delete's reply to the holder, median", 1, release.median),
-        ],
-        note: "watching: the next waiter's watch on its predecessor fires, it lists the children, and holds",
-    })
+    let reads = Read { what: "getChildren", detail: "", times: 1, took: confirm };
+    // A create-delete pair is two primitives.
+    let note = "watching: the next waiter's watch on its predecessor fires, it lists the children, and holds";
+    Ok(watching("create + delete", pairs * 2.0, notify, reads, release, note))
 }
