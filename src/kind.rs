@@ -56,14 +56,17 @@ impl BackendKind {
         out
     }
 
+    /// The families tables group designs under, in the order they list them.
+    pub const FAMILIES: [&'static str; 4] = ["database", "Redis", "consensus", "reference"];
+
     /// The family the table groups a design under: what kind of system holds the lock.
     pub fn family(self) -> &'static str {
-        match self {
-            BackendKind::Postgres | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => "database",
-            BackendKind::Redis | BackendKind::Redlock => "Redis",
-            BackendKind::Zookeeper | BackendKind::Etcd => "consensus",
-            BackendKind::Memory => "reference",
-        }
+        Self::FAMILIES[match self {
+            BackendKind::Postgres | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => 0,
+            BackendKind::Redis | BackendKind::Redlock => 1,
+            BackendKind::Zookeeper | BackendKind::Etcd => 2,
+            BackendKind::Memory => 3,
+        }]
     }
 
     pub fn name(self) -> &'static str {

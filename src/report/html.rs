@@ -204,14 +204,10 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     h.push_str("<h2>Workloads</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>clients</th><th>keys</th><th>acq/s</th><th>p50 ms</th>\
                 <th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>handoff p50 ms</th><th>fair</th><th>errors</th><th>overlaps</th>\
                 <th>lost upd</th><th>stale tok</th><th>checks</th><th>verdict</th><th>flags</th></tr>");
-    let families = crate::report::text::by_family(s);
-    let grouped = families.iter().any(|b| crate::report::text::family(b) != crate::report::text::family(families[0]));
-    let mut last = "";
-    for b in families {
-        let f = crate::report::text::family(b);
-        if grouped && f != last {
+    use crate::report::text::{by_family, family, with_headings};
+    for (heading, b) in with_headings(by_family(s).into_iter().map(|b| (family(b), b)).collect()) {
+        if let Some(f) = heading {
             let _ = write!(h, "<tr><th class=\"l\" colspan=\"18\">{}</th></tr>", esc(f));
-            last = f;
         }
         for w in &b.workloads {
             let l = &w.acquire_latency_us;

@@ -42,9 +42,24 @@ pub(crate) fn by_family(s: &Summary) -> Vec<&BackendSummary> {
             order.push(family(b));
         }
     }
-    let rank = |f: &str| ["database", "Redis", "consensus", "reference"].iter().position(|x| *x == f).unwrap_or(9);
+    let rank = |f: &str| crate::kind::BackendKind::FAMILIES.iter().position(|x| *x == f).unwrap_or(usize::MAX);
     order.sort_by_key(|f| rank(f));
     order.iter().flat_map(|f| s.backends.iter().filter(move |b| family(b) == *f)).collect()
+}
+
+/// Items in family order, each with the heading to show before it: its family where the
+/// family changes, when the items span more than one (one family needs no headings).
+pub(crate) fn with_headings<T>(items: Vec<(&'static str, T)>) -> Vec<(Option<&'static str>, T)> {
+    let grouped = items.iter().any(|(f, _)| *f != items[0].0);
+    let mut last = None;
+    items
+        .into_iter()
+        .map(|(f, x)| {
+            let heading = (grouped && last != Some(f)).then_some(f);
+            last = Some(f);
+            (heading, x)
+        })
+        .collect()
 }
 
 /// Each row with the family it belongs to; a heading line is shown where the family changes
@@ -86,8 +101,7 @@ fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
 
 /// The table for a terminal: aligned columns.
 pub fn table(s: &Summary) -> String {
-    let rows = rows(s);
-    let grouped = rows.iter().any(|(f, _)| *f != rows[0].0);
+    let rows = with_headings(rows(s));
     let mut width: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
     for (_, r) in &rows {
         for (i, c) in r.iter().enumerate() {
@@ -109,11 +123,9 @@ pub fn table(s: &Summary) -> String {
         out.push('\n');
     };
     line(&HEADER.map(String::from), &mut out);
-    let mut last = "";
-    for (f, r) in &rows {
-        if grouped && *f != last {
+    for (heading, r) in &rows {
+        if let Some(f) = heading {
             let _ = writeln!(out, "-- {f}");
-            last = f;
         }
         line(r, &mut out);
     }
@@ -123,13 +135,9 @@ pub fn table(s: &Summary) -> String {
 /// The same table in Markdown.
 pub fn markdown_table(s: &Summary) -> String {
     let mut out = format!("| {} |\n|{}\n", HEADER.join(" | "), "---|".repeat(HEADER.len()));
-    let rows = rows(s);
-    let grouped = rows.iter().any(|(f, _)| *f != rows[0].0);
-    let mut last = "";
-    for (f, r) in &rows {
-        if grouped && *f != last {
+    for (heading, r) in with_headings(rows(s)) {
+        if let Some(f) = heading {
             out.push_str(&format!("| **{f}** |{}\n", " |".repeat(COLS - 1)));
-            last = f;
         }
         out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
