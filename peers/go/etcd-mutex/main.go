@@ -4,6 +4,10 @@
 // keys (1 = hot key), Lock then Unlock at once, for -warmup + -seconds. Prints one JSON line:
 // acquisitions completed in the measured window, acquire latency percentiles of the
 // operations that started in it.
+//
+// -mode rpc sends the RPCs of an uncontended lock cycle and nothing else: each client on its
+// own keys, Mutex.Lock's claim transaction then Unlock's delete, so it can be set beside
+// the same RPCs sent through etcd-client (dlbench-etcd's etcd_paths example).
 package main
 
 import (
@@ -36,9 +40,14 @@ func main() {
 	warmup := flag.Float64("warmup", 1, "warm-up seconds")
 	prefix := flag.String("prefix", "peer", "key prefix")
 	seed := flag.Int64("seed", 1, "key choice seed")
+	mode := flag.String("mode", "mutex", "mutex (concurrency.Mutex) or rpc (its RPCs, no contention)")
 	flag.Parse()
 	if *endpoints == "" {
 		fmt.Fprintln(os.Stderr, "etcd-mutex: -endpoints is required")
+		os.Exit(2)
+	}
+	if *mode != "mutex" && *mode != "rpc" {
+		fmt.Fprintln(os.Stderr, "etcd-mutex: -mode is mutex or rpc")
 		os.Exit(2)
 	}
 	eps := strings.Split(*endpoints, ",")
@@ -74,17 +83,38 @@ func main() {
 				if !t0.Before(end) {
 					return
 				}
-				key := fmt.Sprintf("/%s-%d", *prefix, rng.Intn(*keys))
-				m := concurrency.NewMutex(conns[i].s, key)
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := m.Lock(ctx)
-				cancel()
-				if err != nil {
-					r.errors++
-					continue
+				var unlock func() error
+				if *mode == "rpc" {
+					// Mutex.Lock's transaction and Unlock's delete, on this client's own keys.
+					pfx := fmt.Sprintf("/%s-rpc-%d-%d/", *prefix, i, rng.Intn(*keys))
+					myKey := fmt.Sprintf("%s%x", pfx, conns[i].s.Lease())
+					cli := conns[i].cli
+					cmp := clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)
+					put := clientv3.OpPut(myKey, "", clientv3.WithLease(conns[i].s.Lease()))
+					get := clientv3.OpGet(myKey)
+					getOwner := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, err := cli.Txn(ctx).If(cmp).Then(put, getOwner).Else(get, getOwner).Commit()
+					cancel()
+					if err != nil {
+						r.errors++
+						continue
+					}
+					unlock = func() error { _, err := cli.Delete(context.Background(), myKey); return err }
+				} else {
+					key := fmt.Sprintf("/%s-%d", *prefix, rng.Intn(*keys))
+					m := concurrency.NewMutex(conns[i].s, key)
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := m.Lock(ctx)
+					cancel()
+					if err != nil {
+						r.errors++
+						continue
+					}
+					unlock = func() error { return m.Unlock(context.Background()) }
 				}
 				t1 := time.Now()
-				if err := m.Unlock(context.Background()); err != nil {
+				if err := unlock(); err != nil {
 					r.errors++
 				}
 				if !t1.Before(begin) && !t1.After(end) {
@@ -111,6 +141,7 @@ func main() {
 	sort.Float64s(lat)
 	out := map[string]interface{}{
 		"client":       "Go clientv3/concurrency Mutex (etcd " + version.Version + ")",
+		"mode":         *mode,
 		"clients":      *clients,
 		"keys":         *keys,
 		"acquisitions": total,
