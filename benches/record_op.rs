@@ -120,6 +120,7 @@ fn record_op(c: &mut Criterion) {
                     read: Some(i),
                     write_seq: Some(2 * i + 2),
                     lease_lost: false,
+                    register: 0,
                 });
                 let t1 = Instant::now();
                 w.record(&Record::Invoke { p, f: Op::Release, key, ns: ns(t1) });

@@ -62,6 +62,11 @@ Examples:
   dlbench check results/latest/history.jsonl
   dlbench check results/latest/history.jsonl --json";
 
+const MERGE_EXAMPLES: &str = "\
+Examples:
+  dlbench merge shards/0 shards/1 shards/2 --out results
+  dlbench merge shards/*/latest";
+
 const REPORT_EXAMPLES: &str = "\
 Examples:
   dlbench report results/latest";
@@ -122,6 +127,14 @@ enum Command {
     /// file cannot be read (the message names it).
     #[command(after_long_help = CHECK_EXAMPLES)]
     Check(CheckArgs),
+    /// Combine the result sets of `run --shard I/N` into one.
+    ///
+    /// Adds the shards' HDR histograms, counters and per-second series exactly, interleaves
+    /// their histories on the wall clock, runs the checkers on the whole and shows each
+    /// shard's rate, driver lag and start offset. Exit as `run`: 0 valid, 1 invalid, 3
+    /// unknown, 2 when the directories are not every shard of one plan (the message says).
+    #[command(after_long_help = MERGE_EXAMPLES)]
+    Merge(MergeArgs),
     /// Regenerate summary.md, the plots and report.html of a run directory.
     ///
     /// Also of an interrupted run, from what it recorded. Prints the page's path.
@@ -355,6 +368,8 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         connections: a.connections,
         no_fail_on_violation: true,
         repeat: rounds,
+        shard: None,
+        start_at: None,
     };
     let mut plan = run_plan(run)?;
     plan.soak = Some(crate::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
@@ -476,6 +491,16 @@ struct RunArgs {
     /// run measures both; the verdict speaks for the side chosen).
     #[arg(long, value_enum, default_value = "both", help_heading = "Faults")]
     fencing: FencingMode,
+    /// Run shard I of N of this plan (I from 0, as a Kubernetes completion index): clients
+    /// [I*C/N, (I+1)*C/N) of --clients C, on the keys of the whole plan; `dlbench merge`
+    /// combines the shards' result sets. One backend, one workload, the same --seed in every
+    /// shard, a compose or external target.
+    #[arg(long, env = "DLBENCH_SHARD", help_heading = "Shards")]
+    shard: Option<crate::shard::ShardSpec>,
+    /// With --shard: start the phase at this Unix time in seconds, the same in every shard
+    /// (e.g. $(( $(date +%s) + 30 ))) [default: at once]
+    #[arg(long, env = "DLBENCH_START_AT", requires = "shard", help_heading = "Shards")]
+    start_at: Option<u64>,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results", help_heading = "Output")]
     out: PathBuf,
@@ -509,6 +534,20 @@ struct RunArgs {
     /// one PostgreSQL pool, as one process with N threads). ZooKeeper is always per-client.
     #[arg(long, default_value = "per-client", value_parser = ["per-client", "shared"], help_heading = "Connection")]
     connections: String,
+}
+
+#[derive(Args, Debug)]
+struct MergeArgs {
+    /// The shards' run directories (or --out roots whose `latest` is one), every shard of
+    /// one plan once.
+    #[arg(required = true)]
+    shards: Vec<PathBuf>,
+    /// Results root; the merged set goes to DIR/merged-<run-id>/.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Exit 0 even when the merged verdict is invalid or unknown.
+    #[arg(long)]
+    no_fail_on_violation: bool,
 }
 
 #[derive(Args, Debug)]
@@ -579,6 +618,11 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
     if phases.is_empty() {
         anyhow::bail!("--workload names no workload; shipped: {}", workload::shipped_names());
     }
+    if let Some(s) = &a.shard {
+        if a.seed.is_none() {
+            anyhow::bail!("--shard {}/{}: give --seed N, the same in every shard, so that all of them choose from the same keys", s.index, s.count);
+        }
+    }
     // One seed for the whole run, chosen now and logged, unless given.
     let seed = a.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
     let o = Overrides {
@@ -647,6 +691,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         fail_on_violation: !a.no_fail_on_violation,
         repeat: a.repeat,
         soak: None,
+        shard: a.shard.map(|s| crate::shard::ShardSpec { start_at: a.start_at, ..s }),
     })
 }
 
@@ -702,6 +747,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
         }
         Command::Check(a) => check(a),
+        Command::Merge(a) => crate::shard::merge(&a.shards, &a.out, !a.no_fail_on_violation),
         Command::Schema => {
             println!("{}", crate::summary::json_schema());
             Ok(0)

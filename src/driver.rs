@@ -64,6 +64,20 @@ pub struct PhaseOutputs {
     pub quiet_tail: Option<Duration>,
     /// Snapshot the cost counters at the measured window's start and end (see `cost`).
     pub cost: Option<crate::cost::CostProbe>,
+    /// This phase is one shard of a larger one (`run --shard I/N`): its clients are
+    /// `w.clients` of the whole plan's, numbered from here on.
+    pub shard: Option<ShardSlice>,
+}
+
+/// Which clients of a sharded phase this process runs. Client `c` here is client
+/// `first_client + c` of the whole: its key sequence and its process id in the history are
+/// the ones it has in an unsharded run, so the merged history has one id per client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardSlice {
+    pub index: u32,
+    pub count: u32,
+    pub first_client: usize,
+    pub total_clients: usize,
 }
 
 /// What one phase measured.
@@ -102,6 +116,10 @@ pub struct PhaseResult {
     pub cost: Option<(crate::cost::Snapshot, crate::cost::Snapshot)>,
     /// dlbench's resident memory at its highest during the phase, MiB (sampled each second).
     pub peak_rss_mb: Option<f64>,
+    /// Wall clock of the phase's start and of its history's time zero (the resource's
+    /// epoch), so shards' results can be laid on one time line.
+    pub started_wall: std::time::SystemTime,
+    pub history_epoch_wall: std::time::SystemTime,
 }
 
 impl PhaseResult {
@@ -126,6 +144,8 @@ impl PhaseResult {
             backlog_at_end: None,
             cost: None,
             peak_rss_mb: None,
+            started_wall: std::time::SystemTime::now(),
+            history_epoch_wall: std::time::SystemTime::now(),
         }
     }
 
@@ -194,6 +214,8 @@ struct Shared {
     retired: AtomicU64,
     /// The next process id for a client replacing a retired one.
     next_process: AtomicU64,
+    /// Number of this process's client 0 in the whole (sharded) phase.
+    first_client: usize,
     history: Option<HistoryWriter>,
     /// Next operation index (open loop) or operations started (closed loop with `ops`).
     next_op: AtomicU64,
@@ -279,7 +301,12 @@ pub async fn run_phase(
         stop: stop.clone(),
         abort: abort.clone(),
         retired: AtomicU64::new(0),
-        next_process: AtomicU64::new(w.clients as u64),
+        // Replacement processes get ids after every client's; each shard its own range.
+        next_process: AtomicU64::new(match out.shard {
+            Some(s) => s.total_clients as u64 + ((s.index as u64) << 32),
+            None => w.clients as u64,
+        }),
+        first_client: out.shard.map_or(0, |s| s.first_client),
         history,
         next_op: AtomicU64::new(0),
         last_release: (0..w.keys).map(|_| AtomicU64::new(0)).collect(),
@@ -451,6 +478,8 @@ pub async fn run_phase(
         backlog_at_end,
         cost,
         peak_rss_mb: peak_rss_kb.map(|kb| (kb as f64 / 1024.0 * 10.0).round() / 10.0),
+        started_wall: std::time::SystemTime::now() - started.elapsed(),
+        history_epoch_wall: std::time::SystemTime::now() - sh.resource.epoch().elapsed(),
     })
 }
 
@@ -495,11 +524,11 @@ async fn sleep_until(sh: &Shared, t: Instant) -> bool {
 
 async fn client_loop(sh: Arc<Shared>, c: usize) {
     let w = &sh.workload;
-    let mut picker = KeyPicker::new(w, c as u64);
+    let mut picker = KeyPicker::new(w, (sh.first_client + c) as u64);
     let opts = AcquireOptions { ttl: w.ttl, wait: w.wait_timeout, retry_interval: w.retry_interval };
     let mut sample: Vec<u32> = Vec::new();
     // The process id in the history; a replacement client gets a fresh one.
-    let mut p = c as u64;
+    let mut p = (sh.first_client + c) as u64;
     let Some(mut client) = new_client(&sh, c).await else { return };
     let open_interval = w.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     while !sh.stop.is_cancelled() {

@@ -92,6 +92,11 @@ pub enum Record {
         /// The holder's lease was already lost (or past its validity) when it entered.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         lease_lost: bool,
+        /// Which protected register the section read and wrote: 0 for a run's own; in a
+        /// merge of shards, the shard's index (each shard's resource is its own register,
+        /// so its sequence numbers are replayed apart from the others').
+        #[serde(default, skip_serializing_if = "is_zero")]
+        register: u32,
     },
     /// A fault starting or ending.
     Nemesis {
@@ -111,7 +116,43 @@ pub enum Record {
     },
 }
 
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
 impl Record {
+    /// Set the register a section worked on (merging shards).
+    pub fn set_register(&mut self, r: u32) {
+        if let Record::Section { register, .. } = self {
+            *register = r;
+        }
+    }
+
+    /// Move the record's times `by` nanoseconds later (merging shards onto one time line).
+    pub fn shift(&mut self, by: u64) {
+        match self {
+            Record::Invoke { ns, .. }
+            | Record::Ok { ns, .. }
+            | Record::Fail { ns, .. }
+            | Record::Info { ns, .. }
+            | Record::Nemesis { ns, .. }
+            | Record::Interrupted { ns } => *ns += by,
+            Record::Section { enter, exit, .. } => {
+                *enter += by;
+                *exit += by;
+            }
+            Record::Meta(_) => {}
+        }
+    }
+
+    /// A section's entry time.
+    pub fn section_enter(&self) -> Option<u64> {
+        match self {
+            Record::Section { enter, .. } => Some(*enter),
+            _ => None,
+        }
+    }
+
     pub fn ns(&self) -> Option<u64> {
         match self {
             Record::Meta(_) => None,
@@ -137,6 +178,7 @@ impl Record {
             read: rec.read_value,
             write_seq: rec.write_seq,
             lease_lost: rec.lease_lost,
+            register: 0,
         }
     }
 

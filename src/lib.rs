@@ -14,6 +14,8 @@
 //!   the run directory and writes files atomically as the run goes.
 //! - [`calibrate`] measures the servers' primitives and reference tools beside the locks,
 //!   so the harness's own overhead and each lock's distance from its bound are stated.
+//! - [`shard`] runs one shard of a plan (`run --shard I/N`, one of many load hosts) and
+//!   merges the shards' result sets into one (`merge`).
 //! - [`lockcmd`] and [`up`] are the small commands: hold a lock around a command, and keep
 //!   a target running for other clients.
 
@@ -37,6 +39,7 @@ pub mod resources;
 pub mod results;
 pub mod run;
 pub mod scenario;
+pub mod shard;
 pub mod soak;
 pub mod stats;
 pub mod summary;

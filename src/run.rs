@@ -64,6 +64,8 @@ pub struct RunPlan {
     pub soak: Option<crate::soak::SoakGoal>,
     /// `--repeat N`: every phase N times, interleaved across backends.
     pub repeat: u32,
+    /// `--shard I/N`: this process runs one shard of the plan (see `shard`).
+    pub shard: Option<crate::shard::ShardSpec>,
 }
 
 /// Where the servers are.
@@ -179,6 +181,9 @@ impl RunPlan {
             if self.nemesis_interval < Duration::from_secs(2) {
                 anyhow::bail!("--nemesis-interval must be at least 2s");
             }
+            if self.shard.is_some() {
+                anyhow::bail!("--shard runs load only: faults from several load hosts at once would not be one schedule (drop --nemesis, or run it unsharded)");
+            }
             let short = self.phases.iter().find(|w| w.duration < self.nemesis_interval * 2);
             if let Some(w) = short {
                 anyhow::bail!(
@@ -188,6 +193,19 @@ impl RunPlan {
                     crate::util::fmt_duration(self.nemesis_interval)
                 );
             }
+        }
+        if let Some(s) = &self.shard {
+            let what = format!("--shard {}/{}", s.index, s.count);
+            anyhow::ensure!(
+                self.backends.len() == 1 && self.phases.len() == 1 && self.repeat == 1,
+                "{what}: a sharded run is one backend and one workload, once (--backends X --workload Y, no --repeat or client list), so that every shard runs the same phase"
+            );
+            anyhow::ensure!(!matches!(self.target, TargetChoice::Local), "{what}: shards must share the servers: use --target compose or --target external --endpoints FILE");
+            anyhow::ensure!(self.backends[0] != BackendKind::Memory, "{what}: the memory backend lives in one process; shards cannot share it");
+            let w = &self.phases[0];
+            anyhow::ensure!(w.clients >= s.count as usize, "{what}: {} client(s) cannot be spread over {} shards (--clients at least {})", w.clients, s.count, s.count);
+            anyhow::ensure!(w.ops.is_none(), "{what}: --ops counts one process's operations; give --duration instead");
+            s.wait()?;
         }
         Ok(())
     }
@@ -380,14 +398,40 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                 faults,
                 quiet_tail: None,
                 cost: Some(cost_probe(target.as_ref(), kind)),
+                shard: None,
             };
             // Keys are named after the run and the workload; the phases of a sweep get keys
             // of their own, so no claim left by one phase can block the next.
             let key_scope = if sweep { format!("{}-c{}", dir.id, w.clients) } else { dir.id.clone() };
             let key_scope = if repeat > 1 { format!("{key_scope}-r{rep}") } else { key_scope };
-            let p = driver::run_phase(backend.clone(), w, &key_scope, &cancel, outputs).await;
+            // A shard runs its share of the clients (and of an open loop's rate) on the keys
+            // of the whole plan, from the common start.
+            let (w_run, key_scope, outputs) = match plan.shard {
+                Some(s) => {
+                    let slice = s.slice(w.clients);
+                    let next = if s.index + 1 < s.count { crate::shard::ShardSpec { index: s.index + 1, ..s }.slice(w.clients).first_client } else { w.clients };
+                    let share = next - slice.first_client;
+                    let w_run = Workload { clients: share, rate: w.rate.map(|r| r * share as f64 / w.clients as f64), ..w.clone() };
+                    let wait = s.wait()?;
+                    if !wait.is_zero() {
+                        eprintln!("dlbench: shard {}/{}: {} client(s) from client {}, starting in {}", s.index, s.count, share, slice.first_client, crate::util::fmt_duration(wait));
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = cancel.cancelled() => break,
+                        }
+                    }
+                    (w_run, s.key_scope(w.seed.unwrap_or(0)), PhaseOutputs { shard: Some(slice), ..outputs })
+                }
+                None => (w.clone(), key_scope, outputs),
+            };
+            let p = driver::run_phase(backend.clone(), &w_run, &key_scope, &cancel, outputs).await;
             progress.finish();
             let p = p?;
+            if let Some(s) = plan.shard {
+                let label = format!("{kind}-{}", w.name);
+                let dump = crate::shard::ShardPhase::of(&p, s.slice(w.clients), kind.name(), &label, &key_scope, capabilities(&*backend), backend.connections().map(|c| c.to_string()));
+                dir.write_json("shard.json", &dump)?;
+            }
             report_phase(kind, w, &p);
             done[bi].2.add(&p, rep);
             drop(p);

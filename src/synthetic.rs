@@ -134,6 +134,7 @@ pub fn write(spec: &Spec, path: &Path) -> std::io::Result<Written> {
                     read: Some(read),
                     write_seq: Some(read_seq + 1),
                     lease_lost: false,
+                    register: 0,
                 },
             );
             w.sections += 1;

@@ -398,7 +398,7 @@ fn help_lists_one_line_per_subcommand() {
         .take_while(|l| !l.trim().is_empty())
         .collect();
     let names: Vec<&str> = section.iter().map(|l| l.split_whitespace().next().unwrap_or("")).collect();
-    let expected = ["run", "up", "lock", "check", "report", "compare", "schema", "scenario", "soak", "calibrate", "help"];
+    let expected = ["run", "up", "lock", "check", "merge", "report", "compare", "schema", "scenario", "soak", "calibrate", "help"];
     assert_eq!(names, expected, "one line each, got:\n{text}");
     for l in &section {
         assert!(l.starts_with("  ") && l.split_whitespace().count() > 1, "a line with no summary: {l:?}\n{text}");

@@ -44,7 +44,8 @@ struct KeyReplay {
 
 /// Both registers of the resource, replayed.
 pub struct Replay {
-    keys: HashMap<u32, KeyReplay>,
+    /// Per register and key: `register << 32 | key`.
+    keys: HashMap<u64, KeyReplay>,
     pending: HashMap<u64, Pending>,
     last_acquire: HashMap<(u64, u32), OpRef>,
     pub sections: u64,
@@ -102,7 +103,8 @@ impl Replay {
             Item::Section(sec) => {
                 self.sections += 1;
                 let op = self.last_acquire.remove(&(sec.p, sec.key)).unwrap_or_else(|| sec.stand_in());
-                let k = self.keys.entry(sec.key).or_insert_with(|| KeyReplay { next: 1, ..Default::default() });
+                let rk = (u64::from(sec.register) << 32) | u64::from(sec.key);
+                let k = self.keys.entry(rk).or_insert_with(|| KeyReplay { next: 1, ..Default::default() });
                 if let Some(q) = sec.read_seq {
                     k.heap.push(Reverse((q, false, s.serial)));
                 }
@@ -113,15 +115,16 @@ impl Replay {
                     s.serial,
                     Pending { sec: sec.clone(), order: (sec.enter, s.serial), op, plain_read: None, fenced_read: None, fenced_refused: false },
                 );
-                self.advance(sec.key, false);
+                self.advance(rk, false);
             }
             _ => {}
         }
     }
 
     /// Replay every read and write of `key` whose turn has come (all of them at the end).
-    fn advance(&mut self, key: u32, all: bool) {
-        let Some(k) = self.keys.get_mut(&key) else { return };
+    fn advance(&mut self, rk: u64, all: bool) {
+        let key = rk as u32;
+        let Some(k) = self.keys.get_mut(&rk) else { return };
         while let Some(&Reverse((seq, is_write, id))) = k.heap.peek() {
             if seq != k.next && !all {
                 break;
@@ -184,7 +187,7 @@ impl Replay {
 
     /// Replay what is left (sequence gaps: sections a killed run never recorded).
     pub fn drain(&mut self) {
-        let keys: Vec<u32> = self.keys.keys().copied().collect();
+        let keys: Vec<u64> = self.keys.keys().copied().collect();
         for k in keys {
             self.advance(k, true);
         }

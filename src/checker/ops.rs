@@ -129,7 +129,7 @@ impl History {
                     complete(&mut h, &mut open, *p, *ns, Outcome::Fail, None)
                 }
                 Record::Info { p, ns, .. } => complete(&mut h, &mut open, *p, *ns, Outcome::Info, None),
-                Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost } => {
+                Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost, .. } => {
                     h.end_ns = h.end_ns.max(*exit);
                     h.sections.push(SectionOp {
                         p: *p,

@@ -45,6 +45,8 @@ pub struct SectionItem {
     pub read: Option<u64>,
     pub write_seq: Option<u64>,
     pub lease_lost: bool,
+    /// The register it read and wrote (see `Record::Section`).
+    pub register: u32,
 }
 
 impl SectionItem {
@@ -204,7 +206,8 @@ impl Sortable for Stamped {
                 w64(w, s.exit)?;
                 wopt(w, s.read_seq)?;
                 wopt(w, s.read)?;
-                wopt(w, s.write_seq)
+                wopt(w, s.write_seq)?;
+                w64(w, s.register as u64)
             }
         }
     }
@@ -229,6 +232,7 @@ impl Sortable for Stamped {
                     read_seq: ropt(r)?,
                     read: ropt(r)?,
                     write_seq: ropt(r)?,
+                    register: r64(r)? as u32,
                 })
             }
             t => return Err(std::io::Error::other(format!("bad item tag {t}"))),
@@ -398,7 +402,7 @@ impl SegmentStream {
                 self.complete(*p, *ns, Outcome::Info, None, false)?
             }
             Record::Interrupted { ns } => self.interrupted_ns = Some(self.interrupted_ns.map_or(*ns, |t| t.min(*ns))),
-            Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost } => {
+            Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost, register } => {
                 self.ctx.end_ns = self.ctx.end_ns.max(*exit);
                 self.ctx.sections += 1;
                 if token.is_some() {
@@ -414,6 +418,7 @@ impl SegmentStream {
                     read: *read,
                     write_seq: *write_seq,
                     lease_lost: *lease_lost,
+                    register: *register,
                 };
                 self.emit(*enter, Item::Section(s))?;
             }

@@ -191,6 +191,10 @@ pub fn markdown(s: &Summary) -> String {
     }
     out.push_str(&cost_markdown(s));
     out.push_str(&scaling_markdown(s));
+    if !s.shards.is_empty() {
+        out.push_str("\n## Shards\n\n");
+        out.push_str(&shard_table(&s.shards));
+    }
     let flags = anomalies(s);
     if flags.is_empty() {
         out.push_str("\nNo anomaly flagged (seconds without an acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that had not settled).\n");
@@ -215,6 +219,28 @@ pub fn markdown(s: &Summary) -> String {
     if let Some(c) = &s.calibration {
         out.push('\n');
         out.push_str(&calibration_markdown(c));
+    }
+    out
+}
+
+/// The shards a merged result adds up from, one row each, so a slow, late or skewed load
+/// host shows instead of being averaged away.
+pub fn shard_table(rows: &[crate::shard::ShardRow]) -> String {
+    let mut out = String::from(
+        "| shard | run | clients | acq/s | acquired | driver lag p99 ms | window starts +ms | clock offset ms |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {} |\n",
+            r.shard,
+            r.run_id,
+            r.clients,
+            r.ops_per_sec,
+            r.acquired,
+            r.driver_lag_p99_ms,
+            r.start_offset_ms,
+            r.clock_offset_ms.map_or("not measured".to_string(), |o| format!("{o:.2}"))
+        ));
     }
     out
 }

@@ -333,6 +333,9 @@ pub struct Summary {
     /// `dlbench soak`: the run judged against the soak's goal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<soak::SoakOutcome>,
+    /// `dlbench merge`: the shards the figures add up from, one row each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<crate::shard::ShardRow>,
 }
 
 impl Summary {
@@ -357,6 +360,7 @@ impl Summary {
             calibration: None,
             resources: None,
             soak: None,
+            shards: Vec::new(),
         }
     }
 

@@ -1,0 +1,158 @@
+//! `run --shard I/N` and `merge`: three shard processes (three load hosts) against one set of
+//! servers, merged into one result set that adds up exactly and whose checkers see holders
+//! of different shards collide.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{dlbench, scratch, sigint, up, wait_exit};
+use serde_json::Value;
+
+fn redis_endpoint(ep: &Path) -> String {
+    let t: toml::Value = toml::from_str(&std::fs::read_to_string(ep).unwrap()).unwrap();
+    t["redis"]["endpoints"][0].as_str().unwrap().to_string()
+}
+
+/// Start shard `i` of 3 of a Redis plan, all shards starting at `start_at`.
+fn shard(ep: &Path, out: &Path, i: u32, start_at: u64, extra: &[&str]) -> Child {
+    dlbench()
+        .args(["run", "--target", "external", "--backends", "redis", "--seed", "7", "--no-fail-on-violation"])
+        .arg("--endpoints")
+        .arg(ep)
+        .args(["--shard", &format!("{i}/3"), "--start-at", &start_at.to_string()])
+        .args(extra)
+        .arg("--out")
+        .arg(out.join(format!("s{i}")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("latest/summary.json")).unwrap()).unwrap()
+}
+
+/// Run three shards to their end and merge them; the merge's exit status and summary.
+fn run_and_merge(dir: &Path, ep: &Path, extra: &[&str]) -> (i32, Value, Vec<Value>) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let mut kids: Vec<Child> = (0..3).map(|i| shard(ep, dir, i, now + 3, extra)).collect();
+    for k in &mut kids {
+        assert!(wait_exit(k, Duration::from_secs(120)).success(), "a shard failed");
+    }
+    let shards: Vec<Value> = (0..3).map(|i| summary(&dir.join(format!("s{i}")))).collect();
+    let m = dlbench()
+        .arg("merge")
+        .args((0..3).map(|i| dir.join(format!("s{i}"))))
+        .arg("--out")
+        .arg(dir.join("merged"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let code = m.status.code().unwrap();
+    (code, summary(&dir.join("merged")), shards)
+}
+
+/// Stops `dlbench up` on every exit from the test, a failed assertion included.
+struct Servers(Child);
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        sigint(&self.0);
+        let _ = wait_exit(&mut self.0, Duration::from_secs(60));
+    }
+}
+
+fn workload(s: &Value) -> &Value {
+    &s["backends"][0]["workloads"][0]
+}
+
+#[test]
+fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
+    let dir = scratch("shard");
+    let (up_child, ep) = up(&dir, &["--backends", "redis"], &[]);
+    let mut servers = Servers(up_child);
+
+    // 1. Figures add up: 6 clients over 3 shards, many keys, no fault.
+    let a = dir.join("sum");
+    let (code, merged, shards) = run_and_merge(&a, &ep, &["--workload", "many-keys", "--clients", "6", "--duration", "2s", "--warmup", "1s"]);
+    assert_eq!(code, 0, "a clean merged run is valid");
+    let w = workload(&merged);
+    let shard_clients: Vec<u64> = shards.iter().map(|s| workload(s)["clients"].as_u64().unwrap()).collect();
+    assert_eq!(shard_clients, vec![2, 2, 2]);
+    assert_eq!(w["clients"].as_u64().unwrap(), 3 * shard_clients[0], "clients = 3x a shard's");
+    let sum = |f: &dyn Fn(&Value) -> u64| shards.iter().map(|s| f(workload(s))).sum::<u64>();
+    assert_eq!(w["acquired"].as_u64().unwrap(), sum(&|w| w["acquired"].as_u64().unwrap()));
+    assert_eq!(
+        w["acquire_latency_us"]["count"].as_u64().unwrap(),
+        sum(&|w| w["acquire_latency_us"]["count"].as_u64().unwrap()),
+        "merged histogram count = sum of the shards'"
+    );
+    assert!(w["acquired"].as_u64().unwrap() > 0);
+    assert_eq!(merged["shards"].as_array().unwrap().len(), 3, "one row per shard");
+    // The merged history holds every client of the plan under its own process id.
+    let hist = std::fs::read_to_string(a.join("merged/latest/history.jsonl")).unwrap();
+    let mut procs: Vec<u64> = hist
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["type"] == "ok" && r["f"] == "acquire")
+        .map(|r| r["p"].as_u64().unwrap())
+        .collect();
+    procs.sort();
+    procs.dedup();
+    assert_eq!(procs, (0..6).collect::<Vec<u64>>(), "each shard's clients keep their ids in the whole");
+
+    // 2. One client per shard on one key, the lock deleted under its holders: no shard can
+    // see an overlap on its own (one holder each), the merged history must.
+    let b = dir.join("violation");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flusher = {
+        let (stop, addr) = (stop.clone(), redis_endpoint(&ep));
+        std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            let mut buf = [0u8; 64];
+            while !stop.load(Ordering::Relaxed) {
+                s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
+                let _ = s.read(&mut buf).unwrap();
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        })
+    };
+    let (code, merged, shards) =
+        run_and_merge(&b, &ep, &["--workload", "hot-key", "--clients", "3", "--hold", "40ms", "--duration", "3s", "--warmup", "1s"]);
+    stop.store(true, Ordering::Relaxed);
+    flusher.join().unwrap();
+    for s in &shards {
+        assert_eq!(workload(s)["overlaps"].as_u64().unwrap(), 0, "a shard of one client sees no overlap at its own resource");
+    }
+    let checks: Value = serde_json::from_str(&std::fs::read_to_string(b.join("merged/latest/checks.json")).unwrap()).unwrap();
+    let text = checks.to_string();
+    assert_eq!(code, 1, "the merged verdict is invalid: {text:.2000}");
+    assert_eq!(merged["backends"][0]["verdict"]["valid"], "invalid");
+    assert!(workload(&merged)["overlaps"].as_u64().unwrap() > 0, "the table counts the overlaps across shards");
+
+    // 3. Bad input: one clear line, nothing created.
+    let o = dlbench()
+        .args(["run", "--target", "external", "--backends", "redis", "--workload", "many-keys", "--shard", "0/3"])
+        .arg("--endpoints")
+        .arg(&ep)
+        .arg("--out")
+        .arg(dir.join("noseed"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--seed"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!dir.join("noseed").exists(), "nothing created");
+    let o = dlbench().arg("merge").arg(a.join("s0")).arg(a.join("s2")).arg("--out").arg(dir.join("m2")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("each of 0..3 once"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    sigint(&servers.0);
+    assert!(wait_exit(&mut servers.0, Duration::from_secs(60)).success(), "dlbench up stops cleanly");
+}
