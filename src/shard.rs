@@ -506,7 +506,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
         eprintln!("dlbench: the report could not be written: {e:#}");
     }
     println!("{}", crate::report::text::table(&summary));
-    println!("{}", crate::report::text::shard_table(&summary.shards));
+    println!("{}", crate::report::text::shard_markdown(&summary));
     println!("results: {}", dir.path.join("summary.json").display());
     let worst = summary.worst();
     Ok(if fail_on_violation { crate::run::exit_code(worst) } else { 0 })

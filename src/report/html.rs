@@ -253,6 +253,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
 
     h.push_str(&cost(s));
     h.push_str(&scaling(s));
+    h.push_str(&shards(s));
     if let Some(c) = &s.calibration {
         h.push_str(&calibration(c));
     }
@@ -461,6 +462,13 @@ fn scaling(s: &crate::summary::Summary) -> String {
     use crate::report::text::{scaling_rows, SCALING_HEADER, SCALING_NOTE};
     let rows: Vec<Vec<String>> = scaling_rows(s).into_iter().map(Vec::from).collect();
     cells_table("scaling", "Scaling", &SCALING_HEADER, &rows, &[1, 7], SCALING_NOTE)
+}
+
+/// The shards of a merged run (see `text::shard_rows`).
+fn shards(s: &crate::summary::Summary) -> String {
+    use crate::report::text::{shard_rows, SHARD_HEADER, SHARD_NOTE};
+    let rows: Vec<Vec<String>> = shard_rows(s).into_iter().map(Vec::from).collect();
+    cells_table("shards", "Shards", &SHARD_HEADER, &rows, &[0, 1], SHARD_NOTE)
 }
 
 fn calibration(c: &crate::calibrate::Calibration) -> String {

@@ -191,10 +191,7 @@ pub fn markdown(s: &Summary) -> String {
     }
     out.push_str(&cost_markdown(s));
     out.push_str(&scaling_markdown(s));
-    if !s.shards.is_empty() {
-        out.push_str("\n## Shards\n\n");
-        out.push_str(&shard_table(&s.shards));
-    }
+    out.push_str(&shard_markdown(s));
     let flags = anomalies(s);
     if flags.is_empty() {
         out.push_str("\nNo anomaly flagged (seconds without an acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that had not settled).\n");
@@ -223,26 +220,34 @@ pub fn markdown(s: &Summary) -> String {
     out
 }
 
-/// The shards a merged result adds up from, one row each, so a slow, late or skewed load
-/// host shows instead of being averaged away.
-pub fn shard_table(rows: &[crate::shard::ShardRow]) -> String {
-    let mut out = String::from(
-        "| shard | run | clients | acq/s | acquired | driver lag p99 ms | window starts +ms | clock offset ms |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
-    );
-    for r in rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {} |\n",
-            r.shard,
-            r.run_id,
-            r.clients,
-            r.ops_per_sec,
-            r.acquired,
-            r.driver_lag_p99_ms,
-            r.start_offset_ms,
-            r.clock_offset_ms.map_or("not measured".to_string(), |o| format!("{o:.2}"))
-        ));
-    }
-    out
+pub const SHARD_HEADER: [&str; 8] = ["shard", "run", "clients", "acq/s", "acquired", "driver lag p99 ms", "window starts +ms", "clock offset ms"];
+pub const SHARD_NOTE: &str = "Each shard of a merged run (`run --shard I/N`, then `merge`): its own rate, how late its \
+driver's timers fired (the load host as a bottleneck) and how long after the earliest shard its measured window began, \
+so a slow or late load host shows instead of being averaged away. Clock offset: not measured until a resource server \
+gives the shards one clock.";
+
+/// The shards a merged result adds up from, one row each.
+pub fn shard_rows(s: &Summary) -> Vec<[String; 8]> {
+    s.shards
+        .iter()
+        .map(|r| {
+            [
+                r.shard.clone(),
+                r.run_id.clone(),
+                r.clients.to_string(),
+                format!("{:.1}", r.ops_per_sec),
+                r.acquired.to_string(),
+                format!("{:.1}", r.driver_lag_p99_ms),
+                format!("{:.1}", r.start_offset_ms),
+                r.clock_offset_ms.map_or("not measured".to_string(), |o| format!("{o:.2}")),
+            ]
+        })
+        .collect()
+}
+
+/// The shards table as Markdown (empty unless the result is a merge).
+pub fn shard_markdown(s: &Summary) -> String {
+    cells_markdown("Shards", &SHARD_HEADER, "|---|---|---:|---:|---:|---:|---:|---:|", &shard_rows(s), SHARD_NOTE)
 }
 
 /// The AP / CP table: per backend and workload, speed, availability under the faults that
