@@ -74,7 +74,7 @@ pub async fn connect_with(
     let pw = password(kind.server(), s)?;
     let tls = tls(kind.server(), s)?;
     Ok(match kind {
-        BackendKind::Etcd => {
+        BackendKind::Etcd | BackendKind::EtcdV3lock => {
             let mut c = dlbench_etcd::EtcdConfig::new(s.endpoints.clone());
             c.connect_timeout = t.connect;
             c.request_timeout = t.request;
@@ -82,7 +82,8 @@ pub async fn connect_with(
                 c.user = Some((u.clone(), p));
             }
             c.tls = tls;
-            Arc::new(dlbench_etcd::EtcdBackend::connect_with(c, connections).await?)
+            let recipe = if kind == BackendKind::Etcd { dlbench_etcd::Recipe::Client } else { dlbench_etcd::Recipe::Server };
+            Arc::new(dlbench_etcd::EtcdBackend::connect_with(c, connections).await?.with_recipe(recipe))
         }
         BackendKind::Zookeeper => {
             let mut c = dlbench_zookeeper::ZkConfig::new(s.endpoints.clone());

@@ -16,6 +16,9 @@ pub enum BackendKind {
     Redlock,
     Zookeeper,
     Etcd,
+    /// etcd's server-side lock service (the v3lock `Lock` / `Unlock` RPCs), on the etcd
+    /// servers.
+    EtcdV3lock,
     Memory,
 }
 
@@ -27,7 +30,7 @@ impl BackendKind {
 
     /// Every design on real servers (`--backends all`), each beside its family in the order
     /// the table lists them: database, Redis, consensus.
-    pub const ALL: [BackendKind; 7] = [
+    pub const ALL: [BackendKind; 8] = [
         BackendKind::Postgres,
         BackendKind::PgAdvisory,
         BackendKind::PgAdvisoryXact,
@@ -35,12 +38,14 @@ impl BackendKind {
         BackendKind::Redlock,
         BackendKind::Zookeeper,
         BackendKind::Etcd,
+        BackendKind::EtcdV3lock,
     ];
 
     /// The server family this design runs on: its servers, endpoints section and faults.
     pub fn server(self) -> BackendKind {
         match self {
             BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => BackendKind::Postgres,
+            BackendKind::EtcdV3lock => BackendKind::Etcd,
             k => k,
         }
     }
@@ -64,7 +69,7 @@ impl BackendKind {
         Self::FAMILIES[match self {
             BackendKind::Postgres | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => 0,
             BackendKind::Redis | BackendKind::Redlock => 1,
-            BackendKind::Zookeeper | BackendKind::Etcd => 2,
+            BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::EtcdV3lock => 2,
             BackendKind::Memory => 3,
         }]
     }
@@ -78,6 +83,7 @@ impl BackendKind {
             BackendKind::Redlock => "redlock",
             BackendKind::Zookeeper => "zookeeper",
             BackendKind::Etcd => "etcd",
+            BackendKind::EtcdV3lock => "etcd-v3lock",
             BackendKind::Memory => "memory",
         }
     }
@@ -106,6 +112,7 @@ impl FromStr for BackendKind {
             "redlock" => Ok(BackendKind::Redlock),
             "zookeeper" | "zk" => Ok(BackendKind::Zookeeper),
             "etcd" => Ok(BackendKind::Etcd),
+            "etcd-v3lock" => Ok(BackendKind::EtcdV3lock),
             "memory" => Ok(BackendKind::Memory),
             other => Err(format!("unknown backend {other:?}; valid backends: {}", Self::all_names())),
         }
@@ -146,7 +153,7 @@ mod tests {
     #[test]
     fn all_means_every_design_and_default_the_five_families() {
         let v = parse_list("all").unwrap();
-        assert_eq!(v.len(), 7);
+        assert_eq!(v.len(), 8);
         assert!(!v.contains(&BackendKind::Memory));
         assert_eq!(v[1], BackendKind::PgAdvisory, "the advisory designs sit beside postgres");
         assert_eq!(parse_list("default").unwrap(), BackendKind::REAL.to_vec());

@@ -50,6 +50,12 @@ conformance_tests!(
     dead = support::dead(BackendKind::Etcd),
     ttl = Duration::from_secs(2)
 );
+conformance_tests!(
+    conformance_etcd_v3lock,
+    make = support::backend(BackendKind::EtcdV3lock).await,
+    dead = support::dead(BackendKind::EtcdV3lock),
+    ttl = Duration::from_secs(2)
+);
 
 mod interop {
     use super::*;
@@ -80,18 +86,27 @@ mod interop {
         }
     }
 
+    /// Both etcd designs: the client-side recipe and the server's lock service.
+    const ETCD_DESIGNS: [BackendKind; 2] = [BackendKind::Etcd, BackendKind::EtcdV3lock];
+
     /// While `etcdctl lock NAME -- sleep 3` holds NAME, dlbench cannot take it; afterwards it can.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn etcdctl_holds_dlbench_waits() {
+        for kind in ETCD_DESIGNS {
+            etcdctl_holds(kind).await;
+        }
+    }
+
+    async fn etcdctl_holds(kind: BackendKind) {
         let ep = etcd_endpoint();
         let name = dlbench_core::conformance::unique_key("etcdctl-holds");
         let mut holder = etcdctl(&ep).args(["lock", &name, "--", "sleep", "3"]).stdout(Stdio::null()).spawn().unwrap();
         wait_for_claim(&ep, &name);
-        let backend = support::backend(BackendKind::Etcd).await;
+        let backend = support::backend(kind).await;
         let client = backend.client().await.unwrap();
         let opts = AcquireOptions::default().with_ttl(Duration::from_secs(10));
         let r = client.acquire(&name, &opts.clone().with_wait(Duration::from_millis(500))).await;
-        assert!(matches!(r, Err(ref e) if e.is_contention()), "dlbench took a lock etcdctl holds: {r:?}");
+        assert!(matches!(r, Err(ref e) if e.is_contention()), "{kind}: dlbench took a lock etcdctl holds: {r:?}");
         let lease = client.acquire(&name, &opts.with_wait(Duration::from_secs(30))).await.expect("after etcdctl exits");
         let status = holder.wait().unwrap();
         assert!(status.success(), "etcdctl lock failed: {status}");
@@ -99,12 +114,45 @@ mod interop {
         client.close().await;
     }
 
+    /// A waiter is granted after waiting longer than one request may take: the server's
+    /// `Lock` call waits out the holder, and must not be cut by the request timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wait_longer_than_the_request_timeout_is_granted() {
+        let t = dlbench::connect::Timeouts { connect: Duration::from_secs(3), request: Duration::from_secs(1) };
+        for kind in ETCD_DESIGNS {
+            let backend = dlbench::connect::connect(kind, support::endpoints(), t, None).await.unwrap();
+            let name = dlbench_core::conformance::unique_key("long-wait");
+            let (a, b) = (backend.client().await.unwrap(), backend.client().await.unwrap());
+            let held = a.acquire(&name, &AcquireOptions::default()).await.unwrap();
+            let waiter = {
+                let name = name.clone();
+                tokio::spawn(async move {
+                    let r = b.acquire(&name, &AcquireOptions::default().with_wait(Duration::from_secs(20))).await;
+                    (b, r)
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            a.release(held).await.unwrap();
+            let (b, r) = waiter.await.unwrap();
+            let lease = r.unwrap_or_else(|e| panic!("{kind}: a 2.5 s wait with 1 s requests failed: {e}"));
+            b.release(lease).await.unwrap();
+            a.close().await;
+            b.close().await;
+        }
+    }
+
     /// While dlbench holds NAME, `etcdctl lock NAME` waits; it gets the lock once released.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dlbench_holds_etcdctl_waits() {
+        for kind in ETCD_DESIGNS {
+            dlbench_holds(kind).await;
+        }
+    }
+
+    async fn dlbench_holds(kind: BackendKind) {
         let ep = etcd_endpoint();
         let name = dlbench_core::conformance::unique_key("dlbench-holds");
-        let backend = support::backend(BackendKind::Etcd).await;
+        let backend = support::backend(kind).await;
         let client = backend.client().await.unwrap();
         let lease = client.acquire(&name, &AcquireOptions::default()).await.unwrap();
         let mut waiter = etcdctl(&ep).args(["lock", &name, "--", "true"]).stdout(Stdio::null()).spawn().unwrap();

@@ -61,12 +61,24 @@ impl EtcdConfig {
     }
 }
 
+/// Where the lock recipe runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recipe {
+    /// In the client: the `concurrency.Mutex` protocol over KV transactions and watches.
+    #[default]
+    Client,
+    /// In the server: etcd's v3lock service (`Lock` / `Unlock` RPCs), which runs the same
+    /// `Mutex` inside the member that receives the call (`etcdctl lock` uses it too).
+    Server,
+}
+
 /// A connected etcd cluster.
 pub struct EtcdBackend {
     /// The backend's own channel: `claims`, and every client in `Shared` mode.
     client: Client,
     config: EtcdConfig,
     connections: Connections,
+    recipe: Recipe,
 }
 
 impl EtcdBackend {
@@ -78,7 +90,13 @@ impl EtcdBackend {
     /// (as each process using `clientv3` would), beside its own session lease.
     pub async fn connect_with(config: EtcdConfig, connections: Connections) -> Result<Self, LockError> {
         let client = open(&config).await?;
-        Ok(EtcdBackend { client, config, connections })
+        Ok(EtcdBackend { client, config, connections, recipe: Recipe::Client })
+    }
+
+    /// The same cluster, the lock taken by etcd's server-side lock service instead.
+    pub fn with_recipe(mut self, recipe: Recipe) -> Self {
+        self.recipe = recipe;
+        self
     }
 
     pub fn client_handle(&self) -> Client {
@@ -88,6 +106,12 @@ impl EtcdBackend {
 
 /// Open a channel to the cluster and prove an etcd answers on it, within the connect bound.
 async fn open(config: &EtcdConfig) -> Result<Client, LockError> {
+    open_bounded(config, Some(config.request_timeout)).await
+}
+
+/// As [`open`]; `request_timeout` bounds every call on the channel (none: the caller bounds
+/// its own calls, as a `Lock` RPC that waits out a contended lock must be).
+async fn open_bounded(config: &EtcdConfig, request_timeout: Option<Duration>) -> Result<Client, LockError> {
     let endpoints: Vec<String> = config
         .endpoints
         .iter()
@@ -100,8 +124,10 @@ async fn open(config: &EtcdConfig) -> Result<Client, LockError> {
         .collect();
     let mut opts = ConnectOptions::new()
         .with_connect_timeout(config.connect_timeout)
-        .with_timeout(config.request_timeout)
         .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+    if let Some(t) = request_timeout {
+        opts = opts.with_timeout(t);
+    }
     if let Some((u, p)) = &config.user {
         opts = opts.with_user(u.clone(), p.clone());
     }
@@ -138,7 +164,10 @@ async fn open(config: &EtcdConfig) -> Result<Client, LockError> {
 #[async_trait]
 impl Backend for EtcdBackend {
     fn name(&self) -> &'static str {
-        "etcd"
+        match self.recipe {
+            Recipe::Client => "etcd",
+            Recipe::Server => "etcd-v3lock",
+        }
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -154,14 +183,17 @@ impl Backend for EtcdBackend {
             Connections::Shared => self.client.clone(),
             Connections::PerClient => open(&self.config).await?,
         };
-        Ok(Box::new(EtcdLock {
-            client,
-            config: self.config.clone(),
-            session: Mutex::new(None),
-        }))
+        let lock = EtcdLock { client, config: self.config.clone(), session: Mutex::new(None) };
+        Ok(match self.recipe {
+            Recipe::Client => Box::new(lock),
+            // A `Lock` call lasts as long as the lock is held by others: it gets a channel
+            // of its own with no request timeout (the acquire's wait bounds it), whatever
+            // `connections` says.
+            Recipe::Server => Box::new(V3Lock { waiting: open_bounded(&self.config, None).await?, lock }),
+        })
     }
     fn describe(&self) -> String {
-        format!("etcd {}", self.config.endpoints.join(","))
+        format!("{} {}", self.name(), self.config.endpoints.join(","))
     }
     fn connections(&self) -> Option<Connections> {
         Some(self.connections)
@@ -613,6 +645,102 @@ impl DistLock for EtcdLock {
             s.stop();
             let _ = tokio::time::timeout(self.config.request_timeout, self.client.lease_client().revoke(s.lease_id)).await;
         }
+    }
+}
+
+/// The server-side recipe: one `Lock` RPC waits in the member for the lock (the member runs
+/// `concurrency.Mutex` on our lease) and one `Unlock` RPC deletes the claim. The session and
+/// its lease are the client recipe's.
+struct V3Lock {
+    lock: EtcdLock,
+    /// The channel `Lock` calls wait on (no request timeout).
+    waiting: Client,
+}
+
+#[async_trait]
+impl DistLock for V3Lock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let session = self.lock.session(opts.ttl).await?;
+        let mut locks = self.waiting.lock_client();
+        let call = locks.lock(key, Some(etcd_client::LockOptions::new().with_lease(session.lease_id)));
+        // A try-lock has no RPC of its own: a short wait stands in for it.
+        let wait = opts.wait.max(Duration::from_millis(50));
+        let failed = |e: LockError| {
+            // The member may go on to grant our claim after we stopped listening (a cancel
+            // that does not reach it, or a grant already on its way back): a lock nobody
+            // knows it holds. Ending the session revokes the lease and every claim on it.
+            session.stop();
+            e
+        };
+        let resp = match tokio::time::timeout(wait, call).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(failed(maybe_written(e, &self.lock.config))),
+            Err(_) => {
+                let revoked = tokio::time::timeout(self.lock.config.request_timeout, self.lock.client.lease_client().revoke(session.lease_id)).await;
+                session.stop();
+                return Err(match revoked {
+                    Ok(Ok(_)) => LockError::Timeout(opts.wait),
+                    _ => LockError::Indeterminate(format!("waited {:?} for the lock; its claim could not be revoked", opts.wait)),
+                });
+            }
+        };
+        let claim_key = String::from_utf8_lossy(resp.key()).into_owned();
+        // The revision at which the member saw the lock held: it follows every earlier
+        // holder's release, so it grows with each grant of the key, as a fencing token must.
+        let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
+        Ok(Lease {
+            key: key.to_string(),
+            token: Some(FencingToken(rev as u64)),
+            invoked_at,
+            acquired_at: Instant::now(),
+            valid_until: invoked_at + session.ttl,
+            handle: LeaseHandle::new(claim_key).with_data(Claim { lease_id: session.lease_id, create_revision: rev }),
+            lost: session.lost.subscribe(),
+        })
+    }
+
+    async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        // `Unlock` deletes the claim and says nothing of whether it was still there: a lock
+        // lost to an expired lease is not reported here, unlike the client recipe's release.
+        let locks = self.lock.client.lock_client();
+        let id = lease.handle.id.clone();
+        let (r, attempts) = retrying(self.lock.config.request_timeout, || {
+            let mut locks = locks.clone();
+            let id = id.clone();
+            async move { locks.unlock(id).await }
+        })
+        .await;
+        r.map(|_| ()).map_err(|e| write_failed(e, attempts, &self.lock.config))
+    }
+
+    async fn extend(&self, lease: &mut Lease, _ttl: Duration) -> Result<(), LockError> {
+        // The session's keep-alive extends the lease; here we only confirm the claim exists.
+        let checked_at = Instant::now();
+        let kv = self.lock.client.kv_client();
+        let id = lease.handle.id.clone();
+        let r = retrying(self.lock.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let id = id.clone();
+            async move { kv.get(id, None).await }
+        })
+        .await
+        .0
+        .map_err(|e| definite(e, &self.lock.config))?;
+        if r.kvs().is_empty() {
+            return Err(LockError::NotHeld(lease.handle.id.clone()));
+        }
+        let ttl = self.lock.session.lock().await.as_ref().map(|s| s.ttl).unwrap_or_default();
+        lease.valid_until = checked_at + ttl;
+        Ok(())
+    }
+
+    async fn abandon(&self) {
+        self.lock.abandon().await
+    }
+
+    async fn close(&self) {
+        self.lock.close().await
     }
 }
 
