@@ -21,7 +21,8 @@ pub enum Expect {
     /// The client must be told "not acquired", and nothing of it may stay on the servers.
     MustFail,
     /// No violation (with holders exposed enough to see one), the fault applied, and a grant
-    /// within [`crate::scenario::RECOVERY_BOUND`] of every heal. The grant rate during the fault is reported.
+    /// after every heal. The time to it is reported against
+    /// [`crate::scenario::RECOVERY_BOUND`], and the grant rate during the fault.
     Recovers,
 }
 
