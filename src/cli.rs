@@ -370,6 +370,7 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         repeat: rounds,
         shard: None,
         start_at: None,
+        resource: "local".into(),
     };
     let mut plan = run_plan(run)?;
     plan.soak = Some(crate::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
@@ -501,6 +502,12 @@ struct RunArgs {
     /// (e.g. $(( $(date +%s) + 30 ))) [default: at once]
     #[arg(long, env = "DLBENCH_START_AT", requires = "shard", help_heading = "Shards")]
     start_at: Option<u64>,
+    /// Where the protected resource lives: `local` (in this process), or
+    /// redis://HOST:PORT[/DB], a dedicated Redis (never a lock server under test) where every
+    /// critical-section step is one atomic script stamped with the server's clock, so shards
+    /// on several hosts are judged in one place. Password: DLBENCH_RESOURCE_PASSWORD.
+    #[arg(long, env = "DLBENCH_RESOURCE", default_value = "local", help_heading = "Shards")]
+    resource: String,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results", help_heading = "Output")]
     out: PathBuf,
@@ -692,6 +699,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         repeat: a.repeat,
         soak: None,
         shard: a.shard.map(|s| crate::shard::ShardSpec { start_at: a.start_at, ..s }),
+        resource: crate::resource_server::ResourceUrl::parse(&a.resource).map_err(anyhow::Error::msg)?,
     })
 }
 

@@ -67,6 +67,9 @@ pub struct PhaseOutputs {
     /// This phase is one shard of a larger one (`run --shard I/N`): its clients are
     /// `w.clients` of the whole plan's, numbered from here on.
     pub shard: Option<ShardSlice>,
+    /// The protected resource lives in this server (`--resource redis://...`), under this
+    /// scope (shared by every shard of a plan), rather than in this process.
+    pub resource_server: Option<(crate::resource_server::ResourceUrl, String)>,
 }
 
 /// Which clients of a sharded phase this process runs. Client `c` here is client
@@ -120,6 +123,8 @@ pub struct PhaseResult {
     /// epoch), so shards' results can be laid on one time line.
     pub started_wall: std::time::SystemTime,
     pub history_epoch_wall: std::time::SystemTime,
+    /// This host's clock against the resource server's, when the resource is one.
+    pub resource_clock: Option<crate::resource_server::ClockOffset>,
 }
 
 impl PhaseResult {
@@ -144,6 +149,7 @@ impl PhaseResult {
             backlog_at_end: None,
             cost: None,
             peak_rss_mb: None,
+            resource_clock: None,
             started_wall: std::time::SystemTime::now(),
             history_epoch_wall: std::time::SystemTime::now(),
         }
@@ -204,6 +210,8 @@ struct Shared {
     workload: Workload,
     keys: Vec<String>,
     resource: Resource,
+    /// Where sections run when the resource is a server (`--resource`).
+    server: Option<crate::resource_server::ServerResource>,
     recorder: Recorder,
     started: Instant,
     measure_from: Instant,
@@ -226,6 +234,8 @@ struct Shared {
     first_keys: Mutex<Vec<Vec<u32>>>,
     /// Acquires invoked and not yet completed.
     in_flight: AtomicU64,
+    /// The resource server failed a step: the phase stops and says this.
+    resource_failed: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -236,6 +246,11 @@ impl Shared {
     /// History time: nanoseconds since the resource's epoch (sections use the same base).
     fn hist_ns(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.resource.epoch()).as_nanos() as u64
+    }
+
+    fn resource_error(&self, e: anyhow::Error) {
+        self.resource_failed.lock().unwrap().get_or_insert_with(|| format!("{e:#}"));
+        self.stop.cancel();
     }
 
     fn op(&self, r: Record) {
@@ -290,11 +305,17 @@ pub async fn run_phase(
         }));
         h.clone()
     });
+    let resource = Resource::new(w.keys);
+    let server = match &out.resource_server {
+        Some((url, scope)) => Some(crate::resource_server::ServerResource::open(url, scope, w.keys, resource.epoch()).await?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         backend,
         workload: w.clone(),
         keys,
-        resource: Resource::new(w.keys),
+        resource,
+        server,
         recorder: Recorder::new(w.clients),
         started,
         measure_from: started + w.warmup,
@@ -314,6 +335,7 @@ pub async fn run_phase(
         schedule_lag: w.rate.map(|_| Mutex::new(new_histogram())),
         first_keys: Mutex::new(vec![Vec::new(); w.clients.min(SAMPLE_CLIENTS)]),
         in_flight: AtomicU64::new(0),
+        resource_failed: Mutex::new(None),
     });
 
     let mut hlog = match &out.hlog {
@@ -457,13 +479,20 @@ pub async fn run_phase(
         w.ops.map_or(due, |n| due.min(n))
     });
     let sh = &shared;
+    if let Some(why) = sh.resource_failed.lock().unwrap().take() {
+        anyhow::bail!("{why}: the phase stopped, as its sections could no longer be judged");
+    }
     let first_keys = sh.first_keys.lock().unwrap().clone();
     let schedule_lag = sh.schedule_lag.as_ref().map(|h| h.lock().unwrap().clone());
     Ok(PhaseResult {
         workload: w.clone(),
         totals: sh.recorder.totals(),
         measured,
-        resource: sh.resource.stats(),
+        resource: match &sh.server {
+            Some(srv) => srv.stats().await,
+            None => sh.resource.stats(),
+        },
+        resource_clock: sh.server.as_ref().map(|s| s.clock),
         cancelled: cancel.is_cancelled(),
         retired: sh.retired.load(Ordering::Relaxed),
         timeseries: series,
@@ -598,11 +627,22 @@ async fn client_loop(sh: Arc<Shared>, c: usize) {
                     let gap = Duration::from_nanos(sh.nanos(got).saturating_sub(released_at));
                     sh.recorder.handoff(c, gap, measured);
                 }
-                let rec = {
-                    let mut section = sh.resource.enter_lease(k, &lease);
-                    section.read_sleep_write(hold).await;
-                    section.exit();
-                    section.record()
+                let rec = match &sh.server {
+                    Some(srv) => match srv.section(k, &lease, hold).await {
+                        Ok(rec) => rec,
+                        Err(e) => {
+                            // No evidence without the resource: stop the phase, say why.
+                            sh.resource_error(e);
+                            let _ = client.release(lease).await;
+                            break;
+                        }
+                    },
+                    None => {
+                        let mut section = sh.resource.enter_lease(k, &lease);
+                        section.read_sleep_write(hold).await;
+                        section.exit();
+                        section.record()
+                    }
                 };
                 sh.op(Record::section(p, &rec));
                 let t1 = Instant::now();

@@ -15,7 +15,8 @@
 //! - [`calibrate`] measures the servers' primitives and reference tools beside the locks,
 //!   so the harness's own overhead and each lock's distance from its bound are stated.
 //! - [`shard`] runs one shard of a plan (`run --shard I/N`, one of many load hosts) and
-//!   merges the shards' result sets into one (`merge`).
+//!   merges the shards' result sets into one (`merge`); [`resource_server`] keeps the
+//!   protected resource in a dedicated Redis, so holders on several hosts meet in one place.
 //! - [`lockcmd`] and [`up`] are the small commands: hold a lock around a command, and keep
 //!   a target running for other clients.
 
@@ -35,6 +36,7 @@ pub mod lockcmd;
 pub mod nemesis;
 pub mod progress;
 pub mod report;
+pub mod resource_server;
 pub mod resources;
 pub mod results;
 pub mod run;

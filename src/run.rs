@@ -66,6 +66,9 @@ pub struct RunPlan {
     pub repeat: u32,
     /// `--shard I/N`: this process runs one shard of the plan (see `shard`).
     pub shard: Option<crate::shard::ShardSpec>,
+    /// `--resource redis://...`: the protected resource in its own server (see
+    /// `resource_server`); `None` keeps it in this process.
+    pub resource: Option<crate::resource_server::ResourceUrl>,
 }
 
 /// Where the servers are.
@@ -206,6 +209,21 @@ impl RunPlan {
             anyhow::ensure!(w.clients >= s.count as usize, "{what}: {} client(s) cannot be spread over {} shards (--clients at least {})", w.clients, s.count, s.count);
             anyhow::ensure!(w.ops.is_none(), "{what}: --ops counts one process's operations; give --duration instead");
             s.wait()?;
+            anyhow::ensure!(
+                self.resource.is_none() || s.start_at.is_some(),
+                "{what} --resource: give --start-at (the same in every shard): it starts the shards together and names the resource cells they share"
+            );
+        }
+        if let Some(r) = &self.resource {
+            let host = r.host();
+            let near = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || (!host.contains('.') && !host.contains(':'));
+            let allow = matches!(self.target, TargetChoice::External { allow_remote: true, .. });
+            anyhow::ensure!(
+                near || allow,
+                "--resource {}: not on loopback nor a service name of the project's network; dlbench only talks to loopback unless you pass --allow-remote",
+                r.shown()
+            );
+            anyhow::ensure!(!self.backends.contains(&BackendKind::Memory), "--resource: the memory backend is the in-process reference; run it with --resource local");
         }
         Ok(())
     }
@@ -309,6 +327,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     let dir = RunDir::create(&plan.out, "")?;
     dir.write_json("plan.json", &plan)?;
     let mut summary = Summary::begin(&dir.id, plan.target.name(), plan.fencing, plan.nemesis.iter().map(|f| f.to_string()).collect());
+    summary.resource_server = plan.resource.as_ref().map(|r| r.shown());
     summary.command = plan.command.clone();
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: run {} -> {}", dir.id, dir.path.display());
@@ -399,6 +418,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                 quiet_tail: None,
                 cost: Some(cost_probe(target.as_ref(), kind)),
                 shard: None,
+                resource_server: None,
             };
             // Keys are named after the run and the workload; the phases of a sweep get keys
             // of their own, so no claim left by one phase can block the next.
@@ -420,16 +440,23 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
                             _ = cancel.cancelled() => break,
                         }
                     }
-                    (w_run, s.key_scope(w.seed.unwrap_or(0)), PhaseOutputs { shard: Some(slice), ..outputs })
+                    let scope = s.key_scope(w.seed.unwrap_or(0));
+                    // The resource cells of the plan: the same for every shard, new for every start.
+                    let resource_server = plan.resource.clone().map(|r| (r, format!("{scope}-{}:{kind}:{}", s.start_at.unwrap_or(0), w.name)));
+                    (w_run, scope, PhaseOutputs { shard: Some(slice), resource_server, ..outputs })
                 }
-                None => (w.clone(), key_scope, outputs),
+                None => {
+                    // A phase's cells are its own, as an in-process resource is.
+                    let resource_server = plan.resource.clone().map(|r| (r, format!("{key_scope}:{kind}:{}", w.name)));
+                    (w.clone(), key_scope, PhaseOutputs { resource_server, ..outputs })
+                }
             };
             let p = driver::run_phase(backend.clone(), &w_run, &key_scope, &cancel, outputs).await;
             progress.finish();
             let p = p?;
             if let Some(s) = plan.shard {
                 let label = format!("{kind}-{}", w.name);
-                let dump = crate::shard::ShardPhase::of(&p, s.slice(w.clients), kind.name(), &label, &key_scope, capabilities(&*backend), backend.connections().map(|c| c.to_string()));
+                let dump = crate::shard::ShardPhase::of(&p, s.slice(w.clients), kind.name(), &label, &key_scope, capabilities(&*backend), backend.connections().map(|c| c.to_string()), plan.resource.as_ref().map(|r| r.shown()));
                 dir.write_json("shard.json", &dump)?;
             }
             report_phase(kind, w, &p);

@@ -13,13 +13,16 @@
 //! histograms, interleaves the histories on the wall clock and runs the checkers on the
 //! whole.
 //!
-//! What a merge cannot make exact yet: each shard's protected resource lives in its own
-//! process, so the resource's own tallies (overlaps, lost updates) are per shard, summed.
-//! The merged history's checkers see two shards' holders collide (mutual exclusion over
-//! every holder of a key; lost updates replayed per shard's register, the `register` of its
-//! sections), comparing timestamps from the shards' own clocks: exact on one host, where
-//! the kernel's clock is shared; across hosts, as good as the hosts' clock sync. A resource
-//! server that stamps every step with one clock is the next part.
+//! Where the holders meet. With `--resource redis://...` (see `resource_server`) every shard's
+//! sections run on one server, which decides every overlap, lost update and refusal in its
+//! own order and stamps each step with its clock: the shards' tallies add up exactly, their
+//! sections land on the server's timeline in the merged history, and each shard's clock
+//! offset to that server is measured and shown. Without it, each shard's resource lives in
+//! its own process: its tallies see only its own holders, and the merged history's checkers
+//! see two shards' holders collide (mutual exclusion over every holder of a key; lost
+//! updates replayed per shard's register, the `register` of its sections), comparing
+//! timestamps from the shards' own clocks: exact on one host, where the kernel's clock is
+//! shared; across hosts, only as good as the hosts' clock sync.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -198,6 +201,13 @@ pub struct ShardPhase {
     pub cancelled: bool,
     pub in_flight_at_end: u64,
     pub peak_rss_mb: Option<f64>,
+    /// The resource server the shard's sections ran on (no credentials), if any: shards on
+    /// one server share its registers, so their tallies add up and its counters are common.
+    #[serde(default)]
+    pub resource_server: Option<String>,
+    /// This host's clock against the resource server's.
+    #[serde(default)]
+    pub resource_clock: Option<crate::resource_server::ClockOffset>,
 }
 
 impl ShardPhase {
@@ -210,6 +220,7 @@ impl ShardPhase {
         key_scope: &str,
         capabilities: Option<serde_json::Value>,
         connections: Option<String>,
+        resource_server: Option<String>,
     ) -> Self {
         ShardPhase {
             index: slice.index,
@@ -237,6 +248,8 @@ impl ShardPhase {
             cancelled: p.cancelled,
             in_flight_at_end: p.in_flight_at_end,
             peak_rss_mb: p.peak_rss_mb,
+            resource_server,
+            resource_clock: p.resource_clock,
         }
     }
 
@@ -260,7 +273,8 @@ pub struct ShardRow {
     pub driver_lag_p99_ms: f64,
     /// Its measured window started this long after the earliest shard's (ms).
     pub start_offset_ms: f64,
-    /// Its clock against a common reference (ms); none until a resource server gives one.
+    /// Its clock against the resource server's (server minus shard, ms), when the shards used
+    /// one (`--resource`); none otherwise.
     pub clock_offset_ms: Option<f64>,
 }
 
@@ -303,6 +317,14 @@ fn load(dirs: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, ShardPhase)>> {
             first.backend,
             first.workload.name,
             first.key_scope
+        );
+        anyhow::ensure!(
+            s.resource_server == first.resource_server,
+            "merge: {} ran its sections on {}, shard {} on {}: shards judged in different places do not add up (give every shard the same --resource)",
+            dir.display(),
+            s.resource_server.as_deref().unwrap_or("its own process"),
+            first.index,
+            first.resource_server.as_deref().unwrap_or("its own process")
         );
     }
     let have: Vec<u32> = shards.iter().map(|(_, s)| s.index).collect();
@@ -377,10 +399,15 @@ pub fn merge_phases(shards: &[(PathBuf, ShardPhase)]) -> (PhaseResult, Vec<Shard
             acquired: t,
             driver_lag_p99_ms: s.driver_lag.value_at_quantile(0.99) as f64 / 1000.0,
             start_offset_ms: (s.window_start() as f64 - t0 as f64) / 1e6,
-            clock_offset_ms: None,
+            clock_offset_ms: s.resource_clock.map(|c| (c.offset_ms * 100.0).round() / 100.0),
         });
         lag.add(&s.driver_lag).expect("same bounds");
+        let counter = resource.counter_sum;
         resource.add(&s.resource);
+        if s.resource_server.is_some() {
+            // One server's registers, read by each shard at its end: the last read is the total.
+            resource.counter_sum = counter.max(s.resource.counter_sum);
+        }
         per_client.extend(&s.per_client);
         first_keys.extend(s.first_keys.iter().cloned());
     }
@@ -435,7 +462,11 @@ pub fn merge_histories(shards: &[(PathBuf, ShardPhase)], out: &Path) -> anyhow::
             }
             mut r => {
                 r.shift(d);
-                r.set_register(s.index);
+                // Shards on one resource server wrote one register per key (its sequence
+                // numbers are the server's); shards with their own resources, one each.
+                if s.resource_server.is_none() {
+                    r.set_register(s.index);
+                }
                 records.push((r.ns().unwrap_or_else(|| r.section_enter().unwrap_or(0)), r));
             }
         })?;
@@ -472,6 +503,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
     }
     let mut summary = crate::summary::Summary::begin(&dir.id, &shard_summary.target, shard_summary.fencing, Vec::new());
     summary.versions = shard_summary.versions.clone();
+    summary.resource_server = first.resource_server.clone();
     let mut acc = crate::summary::BackendAcc::default();
     acc.add(&phase, 0);
     let mut b = acc.summary(&first.backend, first.capabilities.clone());

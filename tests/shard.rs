@@ -137,7 +137,54 @@ fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
     assert_eq!(merged["backends"][0]["verdict"]["valid"], "invalid");
     assert!(workload(&merged)["overlaps"].as_u64().unwrap() > 0, "the table counts the overlaps across shards");
 
-    // 3. Bad input: one clear line, nothing created.
+    // 3. The same collisions judged in one place: every shard's sections on a resource server
+    // (a second, dedicated Redis). Each shard's own tallies now see the other shards' holders
+    // (the server decided every overlap), the merged tallies are their sum, and each shard's
+    // clock offset to the server is measured.
+    let res_dir = dir.join("resource-server");
+    let (res_child, res_ep) = up(&res_dir, &["--backends", "redis"], &[]);
+    let _resource = Servers(res_child);
+    let resource = format!("redis://{}", redis_endpoint(&res_ep));
+    let c = dir.join("server");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flusher = {
+        let (stop, addr) = (stop.clone(), redis_endpoint(&ep));
+        std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            let mut buf = [0u8; 64];
+            while !stop.load(Ordering::Relaxed) {
+                s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
+                let _ = s.read(&mut buf).unwrap();
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        })
+    };
+    let (code, merged, shards) = run_and_merge(
+        &c,
+        &ep,
+        &["--workload", "hot-key", "--clients", "3", "--hold", "40ms", "--duration", "3s", "--warmup", "1s", "--resource", &resource],
+    );
+    stop.store(true, Ordering::Relaxed);
+    flusher.join().unwrap();
+    let per_shard: Vec<u64> = shards.iter().map(|s| workload(s)["overlaps"].as_u64().unwrap()).collect();
+    assert!(per_shard.iter().sum::<u64>() > 0, "one client per shard, yet the server saw the shards' holders overlap: {per_shard:?}");
+    assert_eq!(code, 1, "the merged verdict is invalid");
+    let sections = |v: &Value| workload(v)["sections"].as_u64().unwrap_or(0);
+    assert_eq!(sections(&merged), shards.iter().map(sections).sum::<u64>(), "the merged sections are the shards' sum");
+    assert!(workload(&merged)["overlaps"].as_u64().unwrap() >= per_shard.iter().sum::<u64>(), "the merged overlaps hold every shard's");
+    assert_eq!(merged["resource_server"].as_str(), Some(resource.as_str()), "the summary names where sections were judged");
+    for row in merged["shards"].as_array().unwrap() {
+        assert!(row["clock_offset_ms"].is_number(), "each shard's clock offset to the resource server: {row}");
+    }
+    for s in &shards {
+        assert!(!s.to_string().contains("password"), "no credentials in a result");
+    }
+    // A shard without the resource server does not merge with those that had it.
+    let o = dlbench().arg("merge").arg(c.join("s0")).arg(c.join("s1")).arg(b.join("s2")).arg("--out").arg(dir.join("mixed")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("same --resource"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // 4. Bad input: one clear line, nothing created.
     let o = dlbench()
         .args(["run", "--target", "external", "--backends", "redis", "--workload", "many-keys", "--shard", "0/3"])
         .arg("--endpoints")
@@ -149,6 +196,25 @@ fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--seed"), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!dir.join("noseed").exists(), "nothing created");
+    for (args, says) in [
+        (&["--resource", "redis://:hunter2@127.0.0.1:1"][..], "DLBENCH_RESOURCE_PASSWORD"),
+        (&["--resource", "redis://10.1.2.3:6379"][..], "loopback"),
+        (&["--shard", "0/3", "--seed", "1", "--resource", "redis://127.0.0.1:1"][..], "--start-at"),
+    ] {
+        let o = dlbench()
+            .args(["run", "--target", "external", "--backends", "redis", "--workload", "many-keys"])
+            .arg("--endpoints")
+            .arg(&ep)
+            .args(args)
+            .arg("--out")
+            .arg(dir.join("bad-resource"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says) && err.trim().lines().count() == 1 && !err.contains("hunter2"), "{args:?}: {err}");
+        assert!(!dir.join("bad-resource").exists(), "nothing created");
+    }
     let o = dlbench().arg("merge").arg(a.join("s0")).arg(a.join("s2")).arg("--out").arg(dir.join("m2")).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("each of 0..3 once"), "{}", String::from_utf8_lossy(&o.stderr));

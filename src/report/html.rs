@@ -154,6 +154,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         h.push_str("</p>");
     }
     h.push_str(&checks_matrix(&input.verdicts));
+    h.push_str(&format!("<p id=\"resource\">{}</p>", esc(&super::text::resource_line(s))));
 
     // The AP / CP table, per workload, only when faults were applied.
     if !s.faults_applied() {

@@ -208,6 +208,7 @@ pub fn markdown(s: &Summary) -> String {
     } else {
         out.push_str("\nNo fault applied, no AP / CP verdict.\n");
     }
+    out.push_str(&format!("\n{}\n", resource_line(s)));
     if !s.versions.is_empty() {
         out.push_str("\nServers: ");
         out.push_str(&s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
@@ -223,8 +224,19 @@ pub fn markdown(s: &Summary) -> String {
 pub const SHARD_HEADER: [&str; 8] = ["shard", "run", "clients", "acq/s", "acquired", "driver lag p99 ms", "window starts +ms", "clock offset ms"];
 pub const SHARD_NOTE: &str = "Each shard of a merged run (`run --shard I/N`, then `merge`): its own rate, how late its \
 driver's timers fired (the load host as a bottleneck) and how long after the earliest shard its measured window began, \
-so a slow or late load host shows instead of being averaged away. Clock offset: not measured until a resource server \
-gives the shards one clock.";
+so a slow or late load host shows instead of being averaged away. Clock offset: the resource server's clock minus the \
+shard's (least-delay round trip of eight), when the shards ran their sections on one (`--resource`); not measured \
+otherwise, and then overlaps across hosts rest on the hosts' clock sync.";
+
+/// Where the sections were judged.
+pub fn resource_line(s: &Summary) -> String {
+    match &s.resource_server {
+        Some(url) => format!(
+            "Protected resource: the server {url}; every section's steps were judged there in its one order and stamped with its clock."
+        ),
+        None => "Protected resource: in the process of the run (its clock and memory shared by every client).".to_string(),
+    }
+}
 
 /// The shards a merged result adds up from, one row each.
 pub fn shard_rows(s: &Summary) -> Vec<[String; 8]> {
@@ -239,7 +251,7 @@ pub fn shard_rows(s: &Summary) -> Vec<[String; 8]> {
                 r.acquired.to_string(),
                 format!("{:.1}", r.driver_lag_p99_ms),
                 format!("{:.1}", r.start_offset_ms),
-                r.clock_offset_ms.map_or("not measured".to_string(), |o| format!("{o:.2}")),
+                r.clock_offset_ms.map_or("not measured".to_string(), |o| format!("{o:+.2}")),
             ]
         })
         .collect()

@@ -336,6 +336,10 @@ pub struct Summary {
     /// `dlbench merge`: the shards the figures add up from, one row each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<crate::shard::ShardRow>,
+    /// Where the protected resource lived, when not in the process: the resource server
+    /// (`--resource`, shown without credentials), whose clock stamped every section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_server: Option<String>,
 }
 
 impl Summary {
@@ -361,6 +365,7 @@ impl Summary {
             resources: None,
             soak: None,
             shards: Vec::new(),
+            resource_server: None,
         }
     }
 

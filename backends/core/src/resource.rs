@@ -98,7 +98,7 @@ pub struct CellStats {
 }
 
 impl CellStats {
-    fn add(&mut self, o: &CellStats) {
+    pub fn add(&mut self, o: &CellStats) {
         self.sections += o.sections;
         self.overlaps += o.overlaps;
         self.lost_updates += o.lost_updates;
