@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dlbench_core::{CellStats, Lease, ResourceStats, SectionRecord};
+use dlbench_core::{CellStats, FencingToken, Lease, ResourceStats, SectionRecord};
 use redis::aio::MultiplexedConnection;
 
 /// One script for the four steps, so the server loads it once.
@@ -247,9 +247,14 @@ impl ServerResource {
     /// One critical section as the holder of `lease` on key `key`: enter, read, hold, write
     /// the counter back plus one, exit. Every flag in the record is the server's.
     pub async fn section(&self, key: usize, lease: &Lease, hold: Duration) -> anyhow::Result<SectionRecord> {
-        let token = lease.token.map(|t| t.0);
+        self.section_as(key, lease.token, !lease.is_lost(), hold).await
+    }
+
+    /// The same with an explicit token and lease validity (as `Resource::enter_as`).
+    pub async fn section_as(&self, key: usize, token: Option<FencingToken>, lease_valid: bool, hold: Duration) -> anyhow::Result<SectionRecord> {
+        let token = token.map(|t| t.0);
         let tok = token.map(|t| t.to_string()).unwrap_or_default();
-        let lease_lost = lease.is_lost();
+        let lease_lost = !lease_valid;
         let mut rec = SectionRecord { key, token, lease_lost, ..Default::default() };
         let e = self.step(key, &["enter".into(), tok.clone(), if lease_lost { "0" } else { "1" }.into()]).await?;
         let (rank, enter_us) = (e[0], e[1]);

@@ -103,13 +103,18 @@ pub fn line(r: &ResourceSummary) -> String {
         Some(g) if r.seconds >= 600.0 => format!(", {g:+.1}%/h after {:.0}s", r.warmup_s),
         _ => " (run too short for a growth trend)".to_string(),
     };
+    // Servers this process cannot see (another host, container or cgroup) are said so, not
+    // summed to a "0 MiB".
+    let servers = if r.servers_mb.is_empty() {
+        "servers not sampled (not processes of this host's target)".to_string()
+    } else {
+        format!("servers {:.0} MiB at their peaks ({} nodes)", servers.max(0.0), r.servers_mb.len())
+    };
     format!(
-        "resources: dlbench {:.0} MiB peak{growth}, {:.0}-{:.0} open files; servers {:.0} MiB at their peaks ({} nodes); {} samples in resources.jsonl",
+        "resources: dlbench {:.0} MiB peak{growth}, {:.0}-{:.0} open files; {servers}; {} samples in resources.jsonl",
         r.harness_rss_mb.peak,
         r.harness_fds.min_after_warmup.min(r.harness_fds.first),
         r.harness_fds.peak,
-        servers,
-        r.servers_mb.len(),
         r.samples
     )
 }

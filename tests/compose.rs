@@ -43,7 +43,7 @@ struct Down(Vec<&'static str>);
 
 impl Drop for Down {
     fn drop(&mut self) {
-        let _ = Command::new(self.0[0]).args(&self.0[1..]).args(["-p", PROJECT, "--profile", "replica", "--profile", "bench", "down", "-v", "--remove-orphans"]).current_dir(repo()).status();
+        let _ = Command::new(self.0[0]).args(&self.0[1..]).args(["-p", PROJECT, "--profile", "replica", "--profile", "bench", "--profile", "shards", "down", "-v", "--remove-orphans"]).current_dir(repo()).status();
     }
 }
 
@@ -196,5 +196,70 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
         String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or_default().to_string()
     };
     assert_eq!((role("redis"), role("redis-replica")), ("master".to_string(), "slave".to_string()), "roles not restored after the run");
+    let _ = std::fs::remove_dir_all(&host_dir);
+
+    // Load from three containers as three hosts (README, "Load from several machines"):
+    // `--scale shard=3`, each container finding its shard from its container number, every
+    // section on the `resource` Redis, one client each on one key; the lock is deleted under
+    // its holders (FLUSHALL on the lock server), which only a place that sees every holder
+    // can call an overlap.
+    run(compose().args(["--profile", "shards", "up", "-d", "resource"]));
+    let rel = format!("results/compose-test-shards-{}", std::process::id());
+    let host_dir = repo().join(&rel);
+    let start_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 12;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flusher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect("127.0.0.1:16379").unwrap();
+            let mut buf = [0u8; 64];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
+                let _ = s.read(&mut buf).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(15));
+            }
+        })
+    };
+    let out = compose()
+        .args(["--profile", "shards", "up", "--no-deps", "--scale", "shard=3", "shard"])
+        .env("DLBENCH_START_AT", start_at.to_string())
+        .env("DLBENCH_SHARDS", "3")
+        .env("DLBENCH_SHARD_OUT", &rel)
+        .env("DLBENCH_TIME_SCALE", "")
+        .env("DLBENCH_RUN_ARGS", "--backends redis --workload hot-key --clients 3 --hold 40ms --seed 7 --duration 4s --warmup 1s --no-fail-on-violation")
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flusher.join().unwrap();
+    let logs = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "compose up --scale shard=3 failed:\n{logs}");
+    let exits = Command::new("docker")
+        .args(["ps", "-a", "--filter", &format!("label=com.docker.compose.project={PROJECT}"), "--filter", "label=com.docker.compose.service=shard", "--format", "{{.Status}}"])
+        .output()
+        .unwrap();
+    let exits = String::from_utf8_lossy(&exits.stdout).to_string();
+    assert!(exits.lines().count() == 3 && exits.lines().all(|l| l.starts_with("Exited (0)")), "three shard containers, each exit 0:\n{exits}\n{logs}");
+    let merged_dir = scratch("compose-shards");
+    let m = dlbench()
+        .arg("merge")
+        .args((0..3).map(|i| host_dir.join(format!("shard-{i}"))))
+        .arg("--out")
+        .arg(&merged_dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&m.stdout);
+    assert_eq!(m.status.code(), Some(1), "the merged verdict is invalid (exit 1):\n{text}");
+    let read = |p: &Path| -> serde_json::Value { serde_json::from_slice(&std::fs::read(p.join("latest/summary.json")).unwrap()).unwrap() };
+    let shards: Vec<serde_json::Value> = (0..3).map(|i| read(&host_dir.join(format!("shard-{i}")))).collect();
+    let merged = read(&merged_dir);
+    let w = |v: &serde_json::Value| v["backends"][0]["workloads"][0].clone();
+    assert_eq!(w(&merged)["clients"].as_u64().unwrap(), 3 * w(&shards[0])["clients"].as_u64().unwrap(), "clients = 3x a shard's");
+    let count = |v: &serde_json::Value| w(v)["acquire_latency_us"]["count"].as_u64().unwrap();
+    assert_eq!(count(&merged), shards.iter().map(count).sum::<u64>(), "merged histogram count = sum of the shards'");
+    assert!(w(&merged)["overlaps"].as_u64().unwrap() > 0, "the seeded violation is an overlap in the merged result:\n{text}");
+    assert_eq!(merged["resource_server"], "redis://resource:6379", "sections judged on the resource server");
+    assert!(merged["shards"].as_array().unwrap().iter().all(|r| r["clock_offset_ms"].is_number()), "each shard's clock offset: {}", merged["shards"]);
     let _ = std::fs::remove_dir_all(&host_dir);
 }

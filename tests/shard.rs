@@ -222,3 +222,77 @@ fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
     sigint(&servers.0);
     assert!(wait_exit(&mut servers.0, Duration::from_secs(60)).success(), "dlbench up stops cleanly");
 }
+
+/// The resource server applies the in-process resource's rules: the same timelines of
+/// sections (an overlap with a lost update, a stale write refused, a token inversion with a
+/// legitimate holder refused, a holder whose lease was lost, sections without tokens) give
+/// the same record, flag for flag, from `Resource` and from the Lua port on a real Redis.
+#[test]
+fn the_resource_server_judges_as_the_in_process_resource() {
+    use dlbench::resource_server::{ResourceUrl, ServerResource};
+    use dlbench_core::{FencingToken, Resource, SectionRecord};
+    use std::time::Instant;
+
+    let dir = scratch("resource-rules");
+    let (child, ep) = up(&dir, &["--backends", "redis"], &[]);
+    let mut servers = Servers(child);
+    let url = ResourceUrl::parse(&format!("redis://{}", redis_endpoint(&ep))).unwrap().unwrap();
+
+    // (start ms, token, lease valid, hold ms) per section, on one key.
+    type Timeline = &'static [(u64, Option<u64>, bool, u64)];
+    let timelines: [(&str, Timeline); 5] = [
+        ("overlap, stale write refused", &[(0, Some(1), true, 300), (100, Some(2), true, 0)]),
+        ("token inversion", &[(0, Some(5), true, 0), (150, Some(3), true, 0)]),
+        ("no tokens", &[(0, None, true, 250), (100, None, true, 0), (400, None, true, 0)]),
+        ("lease lost", &[(0, Some(7), true, 250), (100, Some(8), false, 0), (400, Some(9), true, 0)]),
+        ("sequential", &[(0, Some(1), true, 0), (100, Some(2), true, 0), (200, Some(3), true, 0)]),
+    ];
+    let flags = |r: &SectionRecord| {
+        (r.overlapped, r.lost_update, r.lost_update_fenced, r.stale, r.rejected, r.legit_refused, r.inversion, r.lease_lost)
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for (i, (name, t)) in timelines.iter().enumerate() {
+        let (local, remote) = rt.block_on(async {
+            let local = Resource::new(1);
+            let t0 = Instant::now();
+            let runs = t.iter().map(|&(at, tok, valid, hold)| {
+                let local = &local;
+                async move {
+                    tokio::time::sleep_until((t0 + Duration::from_millis(at)).into()).await;
+                    let mut s = local.enter_as(0, tok.map(FencingToken), valid);
+                    s.read_sleep_write(Duration::from_millis(hold)).await;
+                    s.exit();
+                    s.record()
+                }
+            });
+            let local: Vec<SectionRecord> = futures::future::join_all(runs).await;
+            let srv = ServerResource::open(&url, &format!("rules-{i}-{}", std::process::id()), 1, Instant::now()).await.unwrap();
+            let t0 = Instant::now();
+            let runs = t.iter().map(|&(at, tok, valid, hold)| {
+                let srv = &srv;
+                async move {
+                    tokio::time::sleep_until((t0 + Duration::from_millis(at)).into()).await;
+                    srv.section_as(0, tok.map(FencingToken), valid, Duration::from_millis(hold)).await.unwrap()
+                }
+            });
+            let remote: Vec<SectionRecord> = futures::future::join_all(runs).await;
+            (local, remote)
+        });
+        let (l, r): (Vec<_>, Vec<_>) = (local.iter().map(flags).collect(), remote.iter().map(flags).collect());
+        assert_eq!(l, r, "{name}: in-process (left) and server (right) disagree");
+        assert_eq!(local.iter().map(|s| s.read_value).collect::<Vec<_>>(), remote.iter().map(|s| s.read_value).collect::<Vec<_>>(), "{name}: reads");
+        // Each timeline shows what it is named for, so agreement is not agreement on nothing.
+        let any = |f: &dyn Fn(&SectionRecord) -> bool| remote.iter().any(f);
+        match *name {
+            "overlap, stale write refused" => assert!(any(&|s| s.overlapped) && any(&|s| s.rejected && s.stale && !s.legit_refused) && any(&|s| s.lost_update)),
+            "token inversion" => assert!(any(&|s| s.inversion) && any(&|s| s.legit_refused)),
+            "no tokens" => assert!(any(&|s| s.lost_update && s.lost_update_fenced) && !any(&|s| s.rejected)),
+            "lease lost" => assert!(any(&|s| s.lease_lost) && any(&|s| s.overlapped)),
+            _ => assert!(!any(&|s| s.overlapped || s.lost_update || s.stale || s.inversion)),
+        }
+        // Server stamps: entries in order, each exit after its entry.
+        assert!(remote.iter().all(|s| s.exit_ns >= s.enter_ns), "{name}: server-stamped spans");
+    }
+    sigint(&servers.0);
+    assert!(wait_exit(&mut servers.0, Duration::from_secs(60)).success(), "dlbench up stops cleanly");
+}
