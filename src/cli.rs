@@ -502,10 +502,10 @@ struct RunArgs {
     /// (e.g. $(( $(date +%s) + 30 ))) [default: at once]
     #[arg(long, env = "DLBENCH_START_AT", requires = "shard", help_heading = "Shards")]
     start_at: Option<u64>,
-    /// Where the protected resource lives: `local` (in this process), or
-    /// redis://HOST:PORT[/DB], a dedicated Redis (never a lock server under test) where every
-    /// critical-section step is one atomic script stamped with the server's clock, so shards
-    /// on several hosts are judged in one place. Password: DLBENCH_RESOURCE_PASSWORD.
+    /// Where the protected resource lives: `local` (in this process), redis://HOST:PORT[/DB]
+    /// or postgres://[USER@]HOST:PORT/DB, a dedicated server (never a lock server under test)
+    /// where every critical-section step is one atomic call stamped with the server's clock,
+    /// so shards on several hosts are judged in one place. Password: DLBENCH_RESOURCE_PASSWORD.
     #[arg(long, env = "DLBENCH_RESOURCE", default_value = "local", help_heading = "Shards")]
     resource: String,
     /// Results root; each run writes DIR/<run-id>/.

@@ -1,11 +1,12 @@
-//! The protected resource in its own server (`--resource redis://...`): one place that sees
-//! every holder, for load spread over several hosts.
+//! The protected resource in its own server (`--resource redis://...` or `postgres://...`):
+//! one place that sees every holder, for load spread over several hosts.
 //!
 //! In-process, the resource ([`dlbench_core::Resource`]) shares one clock and one memory with
 //! every client, so an overlap is exact. Shards on several hosts cannot share that; what they
-//! can share is a server. Here each cell is a Redis hash, and each step of a critical section
-//! (enter, read, write, exit) is one Lua script run atomically by the server, stamped with the
-//! server's clock (`TIME`): the same rules as the in-process resource (a plain and a fenced
+//! can share is a server. Here each cell is a Redis hash (or a PostgreSQL row), and each step
+//! of a critical section (enter, read, write, exit) is one Lua script run atomically by the
+//! server (or one PL/pgSQL call on the row locked `FOR UPDATE`), stamped with the server's
+//! clock (`TIME`, `clock_timestamp()`): the same rules as the in-process resource (a plain and a fenced
 //! register, overlaps from the count of sections inside, lost updates from the counter,
 //! stale / legitimate refusals and token inversions from the highest tokens), applied in the
 //! server's one order. No client clock enters a judgment.
@@ -120,30 +121,44 @@ impl ResourceUrl {
         if s.is_empty() || s == "local" {
             return Ok(None);
         }
-        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
-            return Err(format!(
-                "--resource {}: a PostgreSQL resource server is not built yet: use local or redis://HOST:PORT (a dedicated Redis)",
-                redact(s)
-            ));
-        }
-        let Some(rest) = s.strip_prefix("redis://") else {
-            return Err(format!("--resource {}: expected local or redis://HOST:PORT[/DB] (a dedicated Redis, not a lock server under test)", redact(s)));
+        let (scheme, rest) = match s.split_once("://") {
+            Some((sc @ ("redis" | "postgres" | "postgresql"), rest)) => (sc, rest),
+            _ => {
+                return Err(format!(
+                    "--resource {}: expected local, redis://HOST:PORT[/DB] or postgres://[USER@]HOST:PORT/DB (a dedicated server, not a lock server under test)",
+                    redact(s)
+                ))
+            }
         };
-        let host = rest.rsplit('@').next().unwrap_or(rest).split('/').next().unwrap_or("");
+        let (userinfo, hostpart) = match rest.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, rest),
+        };
+        let host = hostpart.split('/').next().unwrap_or("");
         let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
         if name.is_empty() {
             return Err(format!("--resource {}: no host", redact(s)));
         }
-        if rest.contains('@') {
+        if userinfo.is_some_and(|u| u.contains(':')) {
             // The command line is recorded in summary.json and visible in `ps`.
             return Err(format!("--resource {}: put the password in DLBENCH_RESOURCE_PASSWORD, not in the URL", redact(s)));
         }
-        let url = match std::env::var("DLBENCH_RESOURCE_PASSWORD") {
-            Ok(pw) if !pw.is_empty() => format!("redis://:{pw}@{rest}"),
+        let pw = std::env::var("DLBENCH_RESOURCE_PASSWORD").ok().filter(|p| !p.is_empty());
+        let url = match (scheme, pw) {
+            ("redis", Some(pw)) => format!("redis://{}:{pw}@{hostpart}", userinfo.unwrap_or("")),
+            (_, Some(pw)) => format!("postgres://{}:{pw}@{hostpart}", userinfo.unwrap_or("postgres")),
             _ => s.to_string(),
         };
-        redis::Client::open(url.as_str()).map_err(|e| format!("--resource {}: {e}", redact(s)))?;
+        if scheme == "redis" {
+            redis::Client::open(url.as_str()).map_err(|e| format!("--resource {}: {e}", redact(s)))?;
+        } else {
+            url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|e| format!("--resource {}: {e}", redact(s)))?;
+        }
         Ok(Some(ResourceUrl { url }))
+    }
+
+    fn is_postgres(&self) -> bool {
+        !self.url.starts_with("redis://")
     }
 
     /// The URL without its credentials: what logs and result files may show.
@@ -153,7 +168,7 @@ impl ResourceUrl {
 
     /// The host part, for the loopback-or-project-network rule the endpoints follow.
     pub fn host(&self) -> String {
-        let rest = self.url.strip_prefix("redis://").unwrap_or(&self.url);
+        let rest = self.url.split_once("://").map_or(self.url.as_str(), |(_, r)| r);
         let host = rest.rsplit('@').next().unwrap_or(rest).split('/').next().unwrap_or("");
         host.rsplit_once(':').map_or(host, |(h, _)| h).trim_matches(['[', ']']).to_string()
     }
@@ -166,18 +181,21 @@ impl serde::Serialize for ResourceUrl {
     }
 }
 
-/// `redis://user:secret@host` → `redis://host`.
+/// `redis://user:secret@host` → `redis://host` (a user without a password stays).
 fn redact(s: &str) -> String {
     match (s.find("://"), s.rfind('@')) {
-        (Some(i), Some(j)) if j > i => format!("{}{}", &s[..i + 3], &s[j + 1..]),
+        (Some(i), Some(j)) if j > i => match s[i + 3..j].split(':').next().unwrap_or("") {
+            "" => format!("{}{}", &s[..i + 3], &s[j + 1..]),
+            user => format!("{}{user}@{}", &s[..i + 3], &s[j + 1..]),
+        },
         _ => s.to_string(),
     }
 }
 
-/// The resource on a Redis server: cells `dlbench:resource:<scope>:<key index>`.
+/// The resource on a server: cells `dlbench:resource:<scope>:<key index>` (Redis hashes, or
+/// rows of `dlbench_resource` on PostgreSQL).
 pub struct ServerResource {
-    conn: MultiplexedConnection,
-    script: redis::Script,
+    store: Store,
     prefix: String,
     keys: usize,
     shown: String,
@@ -191,6 +209,72 @@ pub struct ServerResource {
     pub clock: ClockOffset,
 }
 
+/// Where the cells are.
+enum Store {
+    Redis { conn: MultiplexedConnection, script: redis::Script },
+    Postgres { pool: sqlx::PgPool },
+}
+
+/// The same steps as [`STEP`] for PostgreSQL: one row per cell, locked for the step
+/// (`FOR UPDATE`), stamped with `clock_timestamp()`. Arguments as the script's after the op.
+const PG_SETUP: &str = r#"
+CREATE TABLE IF NOT EXISTS dlbench_resource (
+  cell text PRIMARY KEY, plain bigint NOT NULL DEFAULT 0, fenced bigint NOT NULL DEFAULT 0,
+  seq bigint NOT NULL DEFAULT 0, inside bigint NOT NULL DEFAULT 0, entered bigint NOT NULL DEFAULT 0,
+  max_token numeric, max_token_rank bigint, max_entered numeric,
+  touched timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE OR REPLACE FUNCTION dlbench_resource_step(c text, op text, a text[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  r dlbench_resource%ROWTYPE;
+  now_us bigint := (extract(epoch from clock_timestamp()) * 1000000)::bigint;
+  stale bigint := 0; legit bigint := 0; tok numeric; rnk bigint; o bigint[];
+BEGIN
+  INSERT INTO dlbench_resource(cell) VALUES (c) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM dlbench_resource WHERE cell = c FOR UPDATE;
+  IF op = 'enter' THEN
+    r.entered := r.entered + 1; r.inside := r.inside + 1;
+    tok := NULLIF(a[1], '')::numeric;
+    o := ARRAY[r.entered, now_us, CASE WHEN r.inside > 1 THEN 1 ELSE 0 END, 0];
+    IF tok IS NOT NULL THEN
+      IF a[2] = '1' AND r.max_entered IS NOT NULL AND tok <= r.max_entered THEN o[4] := 1; END IF;
+      IF r.max_entered IS NULL OR tok > r.max_entered THEN r.max_entered := tok; END IF;
+    END IF;
+  ELSIF op = 'read' OR op = 'write' THEN
+    tok := NULLIF(a[1], '')::numeric; rnk := a[2]::bigint;
+    IF tok IS NOT NULL THEN
+      IF r.max_token IS NOT NULL AND (tok < r.max_token OR (tok = r.max_token AND r.max_token_rank <> rnk)) THEN
+        stale := 1;
+        IF r.max_token_rank < rnk AND a[3] = '0' THEN legit := 1; END IF;
+      ELSE
+        r.max_token := tok; r.max_token_rank := rnk;
+      END IF;
+    END IF;
+    r.seq := r.seq + 1;
+    IF op = 'read' THEN
+      o := ARRAY[r.seq, r.plain, stale, legit, CASE WHEN stale = 0 THEN r.fenced ELSE -1 END];
+    ELSE
+      o := ARRAY[r.seq, CASE WHEN r.plain <> a[4]::bigint THEN 1 ELSE 0 END, 0, stale, legit];
+      r.plain := a[4]::bigint + 1;
+      IF stale = 0 AND a[5]::bigint >= 0 THEN
+        IF r.fenced <> a[5]::bigint THEN o[3] := 1; END IF;
+        r.fenced := a[5]::bigint + 1;
+      END IF;
+    END IF;
+  ELSIF op = 'exit' THEN
+    r.inside := r.inside - 1; o := ARRAY[now_us];
+  ELSIF op = 'counter' THEN
+    o := ARRAY[r.plain];
+  ELSE
+    RAISE EXCEPTION 'unknown step %', op;
+  END IF;
+  UPDATE dlbench_resource SET plain = r.plain, fenced = r.fenced, seq = r.seq, inside = r.inside,
+    entered = r.entered, max_token = r.max_token, max_token_rank = r.max_token_rank,
+    max_entered = r.max_entered, touched = clock_timestamp() WHERE cell = c;
+  RETURN o;
+END $$;
+"#;
+
 /// A step's reply: the integers the script returned.
 type Reply = Vec<i64>;
 
@@ -199,18 +283,52 @@ impl ServerResource {
     /// shard of a plan). `epoch` is the instant the history's times count from.
     pub async fn open(url: &ResourceUrl, scope: &str, keys: usize, epoch: Instant) -> anyhow::Result<Self> {
         let shown = url.shown();
-        let client = redis::Client::open(url.url.as_str()).map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
-        let mut conn = tokio::time::timeout(STEP_TIMEOUT, client.get_multiplexed_async_connection())
+        let within = |what: &'static str| move |_| anyhow::anyhow!("resource server {}: {what} within {STEP_TIMEOUT:?} (is it running?)", url.shown());
+        let (store, clock) = if url.is_postgres() {
+            let opts: sqlx::postgres::PgConnectOptions = url.url.parse().map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
+            let pool = tokio::time::timeout(STEP_TIMEOUT, sqlx::postgres::PgPoolOptions::new().max_connections(16).connect_with(opts))
+                .await
+                .map_err(within("no connection"))?
+                .map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
+            // Shards set up at once: one at a time (CREATE OR REPLACE races otherwise);
+            // cells untouched for an hour go, as Redis's expire them.
+            let setup = async {
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock(7436521)").execute(&mut *tx).await?;
+                sqlx::raw_sql(PG_SETUP).execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM dlbench_resource WHERE touched < clock_timestamp() - interval '1 hour'").execute(&mut *tx).await?;
+                tx.commit().await
+            };
+            tokio::time::timeout(STEP_TIMEOUT, setup).await.map_err(within("no set-up"))?.map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
+            let clock = measure_clock(|| async {
+                let us: i64 = sqlx::query_scalar("SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint").fetch_one(&pool).await?;
+                Ok(us)
+            })
             .await
-            .map_err(|_| anyhow::anyhow!("resource server {shown}: no connection within {STEP_TIMEOUT:?} (is it running?)"))?
             .map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
-        let clock = measure_clock(&mut conn).await.map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
+            (Store::Postgres { pool }, clock)
+        } else {
+            let client = redis::Client::open(url.url.as_str()).map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
+            let conn = tokio::time::timeout(STEP_TIMEOUT, client.get_multiplexed_async_connection())
+                .await
+                .map_err(within("no connection"))?
+                .map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
+            let clock = measure_clock(|| {
+                let mut c = conn.clone();
+                async move {
+                    let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut c).await?;
+                    Ok(s * 1_000_000 + us)
+                }
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("resource server {shown}: {e}"))?;
+            (Store::Redis { conn, script: redis::Script::new(STEP) }, clock)
+        };
         let now_local_us = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as i64;
         let server_now_us = now_local_us + (clock.offset_ms * 1000.0) as i64;
         let server_epoch_us = server_now_us - epoch.elapsed().as_micros() as i64;
         Ok(ServerResource {
-            conn,
-            script: redis::Script::new(STEP),
+            store,
             prefix: format!("dlbench:resource:{scope}"),
             keys: keys.max(1),
             shown,
@@ -227,16 +345,23 @@ impl ServerResource {
     }
 
     async fn step(&self, key: usize, args: &[String]) -> anyhow::Result<Reply> {
-        let mut conn = self.conn.clone();
-        let mut inv = self.script.key(format!("{}:{key}", self.prefix));
-        for a in args {
-            inv.arg(a);
-        }
-        let r: Reply = tokio::time::timeout(STEP_TIMEOUT, inv.invoke_async(&mut conn))
-            .await
-            .map_err(|_| anyhow::anyhow!("resource server {}: no answer within {STEP_TIMEOUT:?}", self.shown))?
-            .map_err(|e| anyhow::anyhow!("resource server {}: {e}", self.shown))?;
-        Ok(r)
+        let cell = format!("{}:{key}", self.prefix);
+        let r: Result<Result<Reply, anyhow::Error>, _> = match &self.store {
+            Store::Redis { conn, script } => {
+                let mut conn = conn.clone();
+                let mut inv = script.key(cell);
+                for a in args {
+                    inv.arg(a);
+                }
+                tokio::time::timeout(STEP_TIMEOUT, async move { inv.invoke_async::<Reply>(&mut conn).await.map_err(anyhow::Error::from) }).await
+            }
+            Store::Postgres { pool } => {
+                let q = sqlx::query_scalar::<_, Vec<i64>>("SELECT dlbench_resource_step($1, $2, $3)").bind(cell).bind(&args[0]).bind(args[1..].to_vec());
+                tokio::time::timeout(STEP_TIMEOUT, async move { q.fetch_one(pool).await.map_err(anyhow::Error::from) }).await
+            }
+        };
+        r.map_err(|_| anyhow::anyhow!("resource server {}: no answer within {STEP_TIMEOUT:?}", self.shown))?
+            .map_err(|e| anyhow::anyhow!("resource server {}: {e}", self.shown))
     }
 
     /// Server µs → ns since the local epoch (the history's time base).
@@ -331,18 +456,19 @@ impl ServerResource {
     }
 }
 
-/// Eight `TIME` round trips; the one with the least delay gives the offset.
-async fn measure_clock(conn: &mut MultiplexedConnection) -> anyhow::Result<ClockOffset> {
+/// Eight reads of the server's clock (Unix µs); the one with the least delay gives the offset.
+async fn measure_clock<F, Fut>(mut read: F) -> anyhow::Result<ClockOffset>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<i64>>,
+{
     let mut best: BTreeMap<u64, f64> = BTreeMap::new();
     for _ in 0..8 {
         let t0 = SystemTime::now();
-        let (s, us): (i64, i64) = tokio::time::timeout(STEP_TIMEOUT, redis::cmd("TIME").query_async(conn))
-            .await
-            .map_err(|_| anyhow::anyhow!("no answer to TIME within {STEP_TIMEOUT:?}"))??;
+        let server_us = tokio::time::timeout(STEP_TIMEOUT, read()).await.map_err(|_| anyhow::anyhow!("no clock reading within {STEP_TIMEOUT:?}"))??;
         let t1 = SystemTime::now();
         let rtt = t1.duration_since(t0).unwrap_or_default();
         let mid = t0.duration_since(UNIX_EPOCH).unwrap_or_default() + rtt / 2;
-        let server_us = s * 1_000_000 + us;
         let offset_ms = (server_us as f64 - mid.as_micros() as f64) / 1000.0;
         best.insert(rtt.as_nanos() as u64, offset_ms);
     }
@@ -361,7 +487,10 @@ mod tests {
         assert_eq!(u.shown(), "redis://127.0.0.1:16390/2");
         assert_eq!(u.host(), "127.0.0.1");
         assert_eq!(redact("redis://:s3cret@resource:6379"), "redis://resource:6379");
-        for bad in ["http://x", "redis://", "postgres://127.0.0.1/x", "127.0.0.1:6379", "redis://:s3cret@127.0.0.1:6379"] {
+        let p = ResourceUrl::parse("postgres://postgres@127.0.0.1:15432/postgres").unwrap().unwrap();
+        assert_eq!((p.shown().as_str(), p.host().as_str()), ("postgres://postgres@127.0.0.1:15432/postgres", "127.0.0.1"));
+        assert_eq!(redact("postgres://bench:s3cret@db:5432/x"), "postgres://bench@db:5432/x");
+        for bad in ["http://x", "redis://", "127.0.0.1:6379", "redis://:s3cret@127.0.0.1:6379", "postgres://u:s3cret@127.0.0.1/x"] {
             let e = ResourceUrl::parse(bad).unwrap_err();
             assert!(e.starts_with("--resource") && !e.contains('\n') && !e.contains("s3cret"), "{bad}: {e}");
         }

@@ -226,7 +226,8 @@ fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
 /// The resource server applies the in-process resource's rules: the same timelines of
 /// sections (an overlap with a lost update, a stale write refused, a token inversion with a
 /// legitimate holder refused, a holder whose lease was lost, sections without tokens) give
-/// the same record, flag for flag, from `Resource` and from the Lua port on a real Redis.
+/// the same record, flag for flag, from `Resource`, from the Lua port on a real Redis and
+/// from the PL/pgSQL port on a real PostgreSQL.
 #[test]
 fn the_resource_server_judges_as_the_in_process_resource() {
     use dlbench::resource_server::{ResourceUrl, ServerResource};
@@ -234,9 +235,16 @@ fn the_resource_server_judges_as_the_in_process_resource() {
     use std::time::Instant;
 
     let dir = scratch("resource-rules");
-    let (child, ep) = up(&dir, &["--backends", "redis"], &[]);
+    let (child, ep) = up(&dir, &["--backends", "redis,postgres"], &[]);
     let mut servers = Servers(child);
-    let url = ResourceUrl::parse(&format!("redis://{}", redis_endpoint(&ep))).unwrap().unwrap();
+    let t: toml::Value = toml::from_str(&std::fs::read_to_string(&ep).unwrap()).unwrap();
+    let pg = &t["postgres"];
+    let urls = [
+        format!("redis://{}", redis_endpoint(&ep)),
+        format!("postgres://{}@{}/{}", pg["user"].as_str().unwrap(), pg["endpoints"][0].as_str().unwrap(), pg["database"].as_str().unwrap()),
+    ];
+    for url in &urls {
+    let url = ResourceUrl::parse(url).unwrap().unwrap();
 
     // (start ms, token, lease valid, hold ms) per section, on one key.
     type Timeline = &'static [(u64, Option<u64>, bool, u64)];
@@ -279,7 +287,7 @@ fn the_resource_server_judges_as_the_in_process_resource() {
             (local, remote)
         });
         let (l, r): (Vec<_>, Vec<_>) = (local.iter().map(flags).collect(), remote.iter().map(flags).collect());
-        assert_eq!(l, r, "{name}: in-process (left) and server (right) disagree");
+        assert_eq!(l, r, "{name}: in-process (left) and {} (right) disagree", url.shown());
         assert_eq!(local.iter().map(|s| s.read_value).collect::<Vec<_>>(), remote.iter().map(|s| s.read_value).collect::<Vec<_>>(), "{name}: reads");
         // Each timeline shows what it is named for, so agreement is not agreement on nothing.
         let any = |f: &dyn Fn(&SectionRecord) -> bool| remote.iter().any(f);
@@ -292,6 +300,7 @@ fn the_resource_server_judges_as_the_in_process_resource() {
         }
         // Server stamps: entries in order, each exit after its entry.
         assert!(remote.iter().all(|s| s.exit_ns >= s.enter_ns), "{name}: server-stamped spans");
+    }
     }
     sigint(&servers.0);
     assert!(wait_exit(&mut servers.0, Duration::from_secs(60)).success(), "dlbench up stops cleanly");
