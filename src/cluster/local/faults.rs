@@ -109,7 +109,8 @@ impl Faults for LocalTarget {
     }
 
     async fn undo_failover(&self, old: &NodeRef, new: &NodeRef) -> Result<(), String> {
-        // The old primary comes back empty, as a replica of the new one.
+        // The old primary comes back empty, as a replica of the new one, and takes its role
+        // back once it has caught up (below).
         self.node(old).start().map_err(|e| e.to_string())?;
         // A restarted redis-server needs a moment before it listens; retry the command
         // (bounded) instead of failing on the first refused connection.
@@ -118,11 +119,31 @@ impl Faults for LocalTarget {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
         loop {
             match redis_command(&self.node(old).real_addr, &cmd, self.password(), self.connect_timeout()).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => break,
                 Err(e) if std::time::Instant::now() >= deadline => return Err(e),
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
             }
         }
+        // Then fail back once it has the new primary's data, so the run ends with the roles
+        // it started with: a second failover (another design on the same servers, or a
+        // repeat) must again kill the primary, not the replica it has become.
+        loop {
+            let info = redis_command(&self.node(old).real_addr, "INFO replication", self.password(), self.connect_timeout()).await.unwrap_or_default();
+            if info.lines().any(|l| l.trim() == "master_link_status:up") {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!("{} did not catch up with {} within 15 s", old.name, new.name));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        redis_command(&self.node(old).real_addr, "REPLICAOF NO ONE", self.password(), self.connect_timeout()).await?;
+        self.retarget(old.index, self.node(old));
+        // The replica follows the primary through the primary's proxy, as at the start, so a
+        // partition between the two (S5) can cut replication again.
+        let (h, p) = self.node(old).client_addr.rsplit_once(':').unwrap();
+        redis_command(&self.node(new).real_addr, &format!("REPLICAOF {h} {p}"), self.password(), self.connect_timeout()).await?;
+        Ok(())
     }
 
     async fn heal_all(&self, kind: BackendKind) -> Result<(), String> {
