@@ -273,7 +273,7 @@ struct CalibrateArgs {
 #[derive(Args, Debug)]
 struct SoakArgs {
     /// Backends, comma-separated; `default` is the five families' own recipes, `all` adds
-    /// the other designs (pg-advisory, pg-advisory-xact, etcd-v3lock). Each runs its share of
+    /// the other designs (pg-advisory, pg-advisory-xact, redisson, etcd-v3lock). Each runs its share of
     /// --duration, in turn.
     #[arg(long, default_value = "default", help_heading = "Target")]
     backends: String,
@@ -430,7 +430,7 @@ fn client_list(s: &str) -> Result<Vec<usize>, String> {
 struct RunArgs {
     /// Backends to run, comma-separated; `default` is the five families' own recipes
     /// (postgres, redis, redlock, zookeeper, etcd); `all` adds the other designs
-    /// (pg-advisory, pg-advisory-xact, etcd-v3lock); `memory` is the in-process reference.
+    /// (pg-advisory, pg-advisory-xact, redisson, etcd-v3lock); `memory` is the in-process reference.
     #[arg(long, default_value = "default", help_heading = "Target")]
     backends: String,
     /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,

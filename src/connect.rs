@@ -94,7 +94,7 @@ pub async fn connect_with(
             }
             Arc::new(dlbench_zookeeper::ZkBackend::connect(c).await?)
         }
-        BackendKind::Redis | BackendKind::Redlock => {
+        BackendKind::Redis | BackendKind::Redisson | BackendKind::Redlock => {
             let nodes: Vec<dlbench_redis::NodeConfig> = s
                 .endpoints
                 .iter()
@@ -111,6 +111,9 @@ pub async fn connect_with(
             if kind == BackendKind::Redis {
                 let first = nodes.into_iter().next().expect("validated non-empty");
                 Arc::new(dlbench_redis::RedisBackend::connect_with(first, connections).await?)
+            } else if kind == BackendKind::Redisson {
+                let first = nodes.into_iter().next().expect("validated non-empty");
+                Arc::new(dlbench_redis::RedissonBackend::connect_with(first, connections).await?)
             } else {
                 let cfg = dlbench_redlock::RedlockConfig { nodes, node_timeout: None };
                 Arc::new(dlbench_redlock::RedlockBackend::connect_with(cfg, connections).await?)

@@ -104,7 +104,7 @@ impl Endpoints {
             BackendKind::Redlock => self.redlock.as_ref(),
             BackendKind::Zookeeper => self.zookeeper.as_ref(),
             BackendKind::Etcd => self.etcd.as_ref(),
-            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::EtcdV3lock => None,
+            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => None,
         }
     }
 
@@ -115,7 +115,7 @@ impl Endpoints {
             BackendKind::Redlock => &mut self.redlock,
             BackendKind::Zookeeper => &mut self.zookeeper,
             BackendKind::Etcd => &mut self.etcd,
-            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::EtcdV3lock => return,
+            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => return,
         };
         *slot = Some(section);
     }

@@ -13,6 +13,9 @@ pub enum BackendKind {
     /// PostgreSQL transaction-scoped advisory locks (`pg_advisory_xact_lock`).
     PgAdvisoryXact,
     Redis,
+    /// The Redis lock with a hold count and pub/sub wake-ups (Redisson's `RLock` protocol),
+    /// on the redis server.
+    Redisson,
     Redlock,
     Zookeeper,
     Etcd,
@@ -30,11 +33,12 @@ impl BackendKind {
 
     /// Every design on real servers (`--backends all`), each beside its family in the order
     /// the table lists them: database, Redis, consensus.
-    pub const ALL: [BackendKind; 8] = [
+    pub const ALL: [BackendKind; 9] = [
         BackendKind::Postgres,
         BackendKind::PgAdvisory,
         BackendKind::PgAdvisoryXact,
         BackendKind::Redis,
+        BackendKind::Redisson,
         BackendKind::Redlock,
         BackendKind::Zookeeper,
         BackendKind::Etcd,
@@ -46,6 +50,7 @@ impl BackendKind {
         match self {
             BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => BackendKind::Postgres,
             BackendKind::EtcdV3lock => BackendKind::Etcd,
+            BackendKind::Redisson => BackendKind::Redis,
             k => k,
         }
     }
@@ -68,7 +73,7 @@ impl BackendKind {
     pub fn family(self) -> &'static str {
         Self::FAMILIES[match self {
             BackendKind::Postgres | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => 0,
-            BackendKind::Redis | BackendKind::Redlock => 1,
+            BackendKind::Redis | BackendKind::Redisson | BackendKind::Redlock => 1,
             BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::EtcdV3lock => 2,
             BackendKind::Memory => 3,
         }]
@@ -80,6 +85,7 @@ impl BackendKind {
             BackendKind::PgAdvisory => "pg-advisory",
             BackendKind::PgAdvisoryXact => "pg-advisory-xact",
             BackendKind::Redis => "redis",
+            BackendKind::Redisson => "redisson",
             BackendKind::Redlock => "redlock",
             BackendKind::Zookeeper => "zookeeper",
             BackendKind::Etcd => "etcd",
@@ -109,6 +115,7 @@ impl FromStr for BackendKind {
             "pg-advisory" => Ok(BackendKind::PgAdvisory),
             "pg-advisory-xact" => Ok(BackendKind::PgAdvisoryXact),
             "redis" => Ok(BackendKind::Redis),
+            "redisson" => Ok(BackendKind::Redisson),
             "redlock" => Ok(BackendKind::Redlock),
             "zookeeper" | "zk" => Ok(BackendKind::Zookeeper),
             "etcd" => Ok(BackendKind::Etcd),
@@ -153,7 +160,7 @@ mod tests {
     #[test]
     fn all_means_every_design_and_default_the_five_families() {
         let v = parse_list("all").unwrap();
-        assert_eq!(v.len(), 8);
+        assert_eq!(v.len(), 9);
         assert!(!v.contains(&BackendKind::Memory));
         assert_eq!(v[1], BackendKind::PgAdvisory, "the advisory designs sit beside postgres");
         assert_eq!(parse_list("default").unwrap(), BackendKind::REAL.to_vec());

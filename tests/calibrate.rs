@@ -20,7 +20,7 @@ fn calibrate_prints_and_stores_ratios_and_efficiency() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "calibrate failed:\n{stdout}");
-    for needle in ["redis-benchmark", "pgbench", "efficiency"] {
+    for needle in ["redis-benchmark", "pgbench", "efficiency", "Hand-offs as they happened"] {
         assert!(stdout.contains(needle), "{needle} missing from the printed tables:\n{stdout}");
     }
     let run = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).find(|p| p.join("summary.json").exists()).unwrap();
@@ -51,6 +51,15 @@ fn calibrate_prints_and_stores_ratios_and_efficiency() {
         }
         let bound = 1e6 / path;
         assert!((bound - r["bound_per_sec"].as_f64().unwrap()).abs() / bound < 1e-6, "bound = 1 / the sum of the path's terms: {r}");
+        // The hand-offs as they happened: who won each, and the harness's own time on the path.
+        let h = &r["handoffs"];
+        assert!(h["count"].as_u64().unwrap() >= 1 && positive(&h["median_us"]), "hand-offs recorded: {r}");
+        let share = h["to_releaser_share"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&share), "a share: {h}");
+        assert_eq!(h["to_releaser_median_us"].is_number(), share > 0.0, "a median exactly when some hand-off went that way: {h}");
+        assert_eq!(h["to_waiter_median_us"].is_number(), share < 1.0, "{h}");
+        let harness = h["harness_share"].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&harness) && h["harness_median_us"].as_f64().unwrap() >= 0.0, "{h}");
         let beside = r["beside"].as_array().unwrap();
         assert!(beside.iter().any(|t| t["what"].as_str().unwrap().contains("under the hot-key load") && positive(&t["us"])), "the loaded release is listed: {r}");
     }

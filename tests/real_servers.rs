@@ -33,6 +33,12 @@ conformance_tests!(
     ttl = Duration::from_secs(2)
 );
 conformance_tests!(
+    conformance_redisson,
+    make = support::backend(BackendKind::Redisson).await,
+    dead = support::dead(BackendKind::Redisson),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
     conformance_redlock,
     make = support::backend(BackendKind::Redlock).await,
     dead = support::dead(BackendKind::Redlock),
@@ -187,6 +193,102 @@ mod interop {
         assert!(seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()), "sequence {seq}");
         client.release(lease).await.unwrap();
         client.close().await;
+    }
+}
+
+/// The Redisson-protocol lock: its hold count, and its wire layout (the hash, the owner
+/// field, the unlock channel) read and driven with `redis-cli`, as a Redisson client on the
+/// same server would see and use it.
+mod redisson {
+    use super::*;
+    use dlbench_core::conformance::{reentrancy, Reentrancy};
+    use dlbench_core::AcquireOptions;
+    use std::process::Command;
+    use std::time::Instant;
+
+    fn cli(args: &[&str]) -> String {
+        let ep = support::endpoints().redis.as_ref().unwrap().endpoints[0].clone();
+        let (host, port) = ep.rsplit_once(':').unwrap();
+        let out = Command::new("redis-cli").args(["-h", host, "-p", port, "--raw"]).args(args).output().unwrap();
+        assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Measured, not declared: the holder acquiring again is granted and counted (another
+    /// client still finds it held after one release), where the plain Redis recipe blocks.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_holder_acquires_again_and_is_counted() {
+        assert_eq!(reentrancy(support::backend(BackendKind::Redisson).await).await, Reentrancy::Granted { counted: true });
+        assert_eq!(reentrancy(support::backend(BackendKind::Redis).await).await, Reentrancy::Blocks);
+    }
+
+    /// The lock is a hash at NAME whose one field, `<id>:<thread>`, holds the count; a
+    /// waiter subscribes to `redisson_lock__channel:{NAME}` and is woken by the release's
+    /// message, long before the holder's TTL or its own wait would have run out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_layout_and_the_wake_up_are_redissons() {
+        let backend = support::backend(BackendKind::Redisson).await;
+        let name = dlbench_core::conformance::unique_key("redisson-wire");
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let a = backend.client().await.unwrap();
+        let opts = AcquireOptions::default().with_ttl(Duration::from_secs(30));
+        let first = a.acquire(&name, &opts).await.unwrap();
+        let second = a.acquire(&name, &opts).await.unwrap();
+        let c = backend.client().await.unwrap();
+        let waiter = waits(c, &name);
+        let fields = cli(&["HGETALL", &name]);
+        let lines: Vec<&str> = fields.lines().collect();
+        assert_eq!(lines.len(), 2, "one owner field: {fields}");
+        assert!(lines[0].ends_with(":1") && lines[1] == "2", "owner <id>:<thread> with hold count 2: {fields}");
+        assert_eq!(first.token, second.token, "a re-entry is the same hold, with its token");
+        a.release(second).await.unwrap();
+        assert_eq!(cli(&["HGET", &name, lines[0]]), "1", "one release of two leaves it held");
+        subscribed(&channel).await;
+        assert!(!waiter.is_finished(), "granted while the holder still held one count");
+        let first_token = first.token.unwrap();
+        a.release(first).await.unwrap();
+        let (token, waited, c) = waiter.await.unwrap();
+        let token = token.unwrap_or_else(|e| panic!("the waiter was not granted after the last release: {e}"));
+        assert!(waited < Duration::from_secs(15), "woken by the release's message, not by its wait running out: {waited:?}");
+        assert!(token > first_token, "the next hold has a higher token");
+        c.close().await;
+        let _ = cli(&["DEL", &name]);
+
+        // A foreign owner (as a Redisson client writes it) with a 30 s TTL; a dlbench waiter
+        // with a 20 s wait subscribes; the foreign holder lets go by DEL + PUBLISH.
+        cli(&["HSET", &name, "6f1c2d3e-redisson-instance:42", "1"]);
+        cli(&["PEXPIRE", &name, "30000"]);
+        let b = backend.client().await.unwrap();
+        let waiter = waits(b, &name);
+        subscribed(&channel).await;
+        cli(&["DEL", &name]);
+        assert_eq!(cli(&["PUBLISH", &channel, "0"]), "1", "one subscriber hears the release");
+        let (token, waited, b) = waiter.await.unwrap();
+        assert!(token.is_ok(), "the waiter was not granted: {token:?}");
+        assert!(waited < Duration::from_secs(15), "woken by the message, not by its wait running out: {waited:?}");
+        assert_eq!(cli(&["PUBSUB", "NUMSUB", &channel]).lines().nth(1), Some("0"), "unsubscribed once granted");
+        let _ = cli(&["DEL", &name]);
+        a.close().await;
+        b.close().await;
+    }
+
+    /// A waiter on NAME with a 20 s wait: its token, how long it waited, its client.
+    fn waits(c: Box<dyn dlbench_core::DistLock>, name: &str) -> tokio::task::JoinHandle<(Result<dlbench_core::FencingToken, dlbench_core::LockError>, Duration, Box<dyn dlbench_core::DistLock>)> {
+        let name = name.to_string();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let r = c.acquire(&name, &AcquireOptions::default().with_ttl(Duration::from_secs(10)).with_wait(Duration::from_secs(20))).await;
+            (r.map(|l| l.token.expect("fenced")), started.elapsed(), c)
+        })
+    }
+
+    /// Until one client listens on `channel`.
+    async fn subscribed(channel: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cli(&["PUBSUB", "NUMSUB", channel]).lines().nth(1) != Some("1") {
+            assert!(Instant::now() < deadline, "the waiter never subscribed to {channel}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 

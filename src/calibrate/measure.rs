@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use dlbench_core::{AcquireOptions, Backend};
 
+use crate::summary::calibration::Cycle;
+
 /// What a rate measurement saw.
 pub struct Rate {
     /// Successful operations per second.
@@ -99,6 +101,8 @@ pub struct Cycles {
     pub per_sec: f64,
     /// Median release latency over the measurement, µs: the release under this load.
     pub release_us: f64,
+    /// Every cycle's instants, for the hand-offs between them.
+    pub cycles: Vec<Cycle>,
 }
 
 /// Lock cycles (acquire, release at once) per second: each task on its own key when
@@ -110,27 +114,36 @@ pub async fn lock_cycles(backend: Arc<dyn Backend>, tasks: usize, secs: Duration
     }
     let tag = tag.to_string();
     let opts = AcquireOptions { ttl: Duration::from_secs(10), wait: Duration::from_secs(10), ..Default::default() };
-    let releases = Arc::new(std::sync::Mutex::new(Vec::<u32>::new()));
-    let r2 = releases.clone();
+    // Each task keeps its own cycles (no lock shared on the measured path), handed over at
+    // the end through one mutex.
+    let cycles = Arc::new(std::sync::Mutex::new(Vec::<Cycle>::new()));
+    let c2 = cycles.clone();
+    let origin = Instant::now();
+    let us = move |t: Instant| t.duration_since(origin).as_secs_f64() * 1e6;
     let per_sec = rate(tasks, secs, move |t, _| {
         let c = clients[t].clone();
         let key = if own_keys { format!("{tag}-{t}") } else { tag.clone() };
         let opts = opts.clone();
-        let releases = r2.clone();
+        let cycles = c2.clone();
         async move {
+            let acquire_called = Instant::now();
             let lease = c.acquire(&key, &opts).await?;
-            let t0 = Instant::now();
+            let granted = Instant::now();
+            let release_called = Instant::now();
             c.release(lease).await?;
-            releases.lock().unwrap().push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
+            let released = Instant::now();
+            let cycle = Cycle { client: t, acquire_called: us(acquire_called), granted: us(granted), release_called: us(release_called), released: us(released) };
+            cycles.lock().unwrap().push(cycle);
             Ok(())
         }
     })
     .await?
     .per_sec;
-    let mut v = std::mem::take(&mut *releases.lock().unwrap());
-    v.sort_unstable();
-    let release_us = v.get(v.len() / 2).copied().unwrap_or(0) as f64;
-    Ok(Cycles { per_sec, release_us })
+    let cycles = std::mem::take(&mut *cycles.lock().unwrap());
+    let mut v: Vec<f64> = cycles.iter().map(|c| c.released - c.release_called).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let release_us = v.get(v.len() / 2).copied().unwrap_or(0.0);
+    Ok(Cycles { per_sec, release_us, cycles })
 }
 
 /// `redis-benchmark` running `SET cal:<random> v NX PX 10000` with `clients` connections.

@@ -31,7 +31,7 @@ use crate::connect::{self, Timeouts};
 use crate::kind::BackendKind;
 use crate::results::RunDir;
 use crate::summary::Summary;
-pub use crate::summary::calibration::{BoundTerm, Calibration, Efficiency, PrimitiveCost, SideBySide};
+pub use crate::summary::calibration::{BoundTerm, Calibration, Efficiency, Handoffs, PrimitiveCost, SideBySide};
 use crate::cluster::local::{bins, LocalTarget};
 use crate::verdict::FencingMode;
 
@@ -189,7 +189,7 @@ async fn calibrate_one(kind: BackendKind, eps: &crate::endpoints::Endpoints, n: 
         BackendKind::Etcd => prims::etcd(eps, n, secs).await?,
         BackendKind::Zookeeper => prims::zookeeper(eps, n, secs).await?,
         // Calibration covers the five server families (BackendKind::REAL).
-        BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::EtcdV3lock => return Ok(()),
+        BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => return Ok(()),
     };
     let backend = connect::connect(kind, eps, Timeouts::default(), None).await?;
     eprintln!("dlbench: calibrate {kind}: lock cycles");
@@ -205,7 +205,9 @@ async fn calibrate_one(kind: BackendKind, eps: &crate::endpoints::Endpoints, n: 
     });
     let mut beside = p.beside;
     beside.push(BoundTerm::new("release under the hot-key load (median)", 1, hot.release_us));
-    cal.efficiency.push(Efficiency::new(&name, p.path, beside, hot.per_sec, p.note));
+    let mut e = Efficiency::new(&name, p.path, beside, hot.per_sec, p.note);
+    e.handoffs = Handoffs::of(hot.cycles);
+    cal.efficiency.push(e);
     match kind {
         BackendKind::Redis => {
             let ep = eps.get(kind).unwrap().endpoints[0].clone();

@@ -60,7 +60,7 @@ pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -
                 BackendKind::Zookeeper => zookeeper::version(ep, within).await,
                 BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password, within).await,
                 BackendKind::Postgres => postgres::version(ep, password, within).await,
-                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::EtcdV3lock => Err(String::new()),
+                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => Err(String::new()),
             }
         };
         let silent = || format!("[{k}] {ep} accepted a connection but did not answer within {}", crate::util::fmt_duration(within));

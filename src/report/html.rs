@@ -522,6 +522,22 @@ fn calibration(c: &crate::calibrate::Calibration) -> String {
         }
         h.push_str("</table></div>");
     }
+    let rows = crate::report::text::handoff_rows(c);
+    if !rows.is_empty() {
+        h.push_str("<h3>Hot-key hand-offs as they happened</h3><div class=\"scroll\"><table><tr>");
+        for col in crate::report::text::HANDOFF_HEADER {
+            let _ = write!(h, "<th>{}</th>", esc(col));
+        }
+        h.push_str("</tr>");
+        for r in rows {
+            h.push_str("<tr>");
+            for (i, cell) in r.iter().enumerate() {
+                let _ = write!(h, "<td{}>{}</td>", if i == 0 { " class=\"l\"" } else { "" }, esc(cell));
+            }
+            h.push_str("</tr>");
+        }
+        h.push_str("</table></div>");
+    }
     let rows = crate::report::text::peer_rows(c);
     if !rows.is_empty() {
         h.push_str("<h3>Official clients beside dlbench</h3><div class=\"scroll\"><table><tr>");

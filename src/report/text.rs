@@ -358,6 +358,14 @@ pub fn calibration_markdown(c: &Calibration) -> String {
         }
         s.push('\n');
     }
+    let rows = handoff_rows(c);
+    if !rows.is_empty() {
+        let _ = writeln!(s, "Hand-offs as they happened in the hot-key run:\n\n| {} |\n|---|---:|---:|---:|---:|---:|---:|", HANDOFF_HEADER.join(" | "));
+        for r in rows {
+            let _ = writeln!(s, "| {} |", r.join(" | "));
+        }
+        s.push('\n');
+    }
     let rows = peer_rows(c);
     if !rows.is_empty() {
         let _ = writeln!(s, "| {} |\n|---|---|---|---:|---:|---:|---:|---:|", PEER_HEADER.join(" | "));
@@ -370,6 +378,36 @@ pub fn calibration_markdown(c: &Calibration) -> String {
 }
 
 /// The columns of the `calibrate --peers` table.
+pub const HANDOFF_HEADER: [&str; 7] = [
+    "backend",
+    "hand-offs",
+    "median µs",
+    "won by the releaser",
+    "to the releaser, median µs",
+    "to a waiter, median µs",
+    "harness on the path: median µs (share of time)",
+];
+
+/// One row per backend whose efficiency run recorded its hand-offs.
+pub fn handoff_rows(c: &Calibration) -> Vec<[String; 7]> {
+    let opt = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or_else(|| "-".into());
+    c.efficiency
+        .iter()
+        .filter_map(|e| {
+            let h = e.handoffs.as_ref()?;
+            Some([
+                e.backend.clone(),
+                h.count.to_string(),
+                format!("{:.0}", h.median_us),
+                format!("{:.0}%", h.to_releaser_share * 100.0),
+                opt(h.to_releaser_median_us),
+                opt(h.to_waiter_median_us),
+                format!("{:.1} ({:.2}%)", h.harness_median_us, h.harness_share * 100.0),
+            ])
+        })
+        .collect()
+}
+
 pub const PEER_HEADER: [&str; 8] =
     ["backend", "workload", "official client", "dlbench acq/s", "official acq/s", "dlbench / official: median [min - max]", "dlbench p99 µs", "official p99 µs"];
 

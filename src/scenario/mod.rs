@@ -104,8 +104,8 @@ pub const CATALOGUE: &[Scenario] = &[
     Scenario {
         id: "S5",
         title: "Redis primary fails over before replicating",
-        applies: |k| k == BackendKind::Redis,
-        scope: "Redis only: an asynchronous replica promoted",
+        applies: |k| k.server() == BackendKind::Redis,
+        scope: "the single-primary Redis designs (redis, redisson) only: an asynchronous replica promoted",
         published: Some(Published {
             source: "Redis docs, replication (asynchronous) and the Redlock page",
             finding: "a primary that fails before replicating the SET lets the promoted replica grant the same lock again",

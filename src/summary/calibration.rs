@@ -66,6 +66,86 @@ pub struct Efficiency {
     /// handoff / bound.
     pub efficiency: f64,
     pub note: String,
+    /// The same hot-key hand-offs as they happened, grant after grant: who won each and
+    /// where its time went (where the rest between bound and achieved goes, measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoffs: Option<Handoffs>,
+}
+
+/// The hot-key hand-offs as measured in the efficiency run: each grant against the one
+/// before it (grants ordered by when their acquire returned, in one process's clock).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Handoffs {
+    /// Consecutive grant pairs seen.
+    pub count: u64,
+    /// Median µs from one grant returning to the next: a hand-off as it took.
+    pub median_us: f64,
+    /// Share of hand-offs won by the client that had just released: at hold 0 its own next
+    /// attempt (release, then acquire: two round trips for a polling lock).
+    pub to_releaser_share: f64,
+    /// Median µs of a hand-off won by the releaser itself (None: none was).
+    pub to_releaser_median_us: Option<f64>,
+    /// Median µs of a hand-off won by a waiting client (None: none was): the release, the
+    /// waiter noticing it (its next poll, or the notification and the recipe's reads), and
+    /// its winning request.
+    pub to_waiter_median_us: Option<f64>,
+    /// The harness's own time on the path, median µs per hand-off: from a grant returning to
+    /// its release being called, and for a hand-off to the releaser from its release
+    /// returning to its next acquire being called.
+    pub harness_median_us: f64,
+    /// The harness's time summed over all hand-offs, as a share of their summed time.
+    pub harness_share: f64,
+}
+
+/// One lock cycle of the efficiency run, as the client saw it (µs since the run began).
+#[derive(Debug, Clone, Copy)]
+pub struct Cycle {
+    pub client: usize,
+    pub acquire_called: f64,
+    pub granted: f64,
+    pub release_called: f64,
+    pub released: f64,
+}
+
+impl Handoffs {
+    /// The hand-offs between consecutive grants; None with fewer than two cycles.
+    pub fn of(mut cycles: Vec<Cycle>) -> Option<Handoffs> {
+        cycles.sort_by(|a, b| a.granted.total_cmp(&b.granted));
+        let (mut all, mut own, mut other, mut harness) = (vec![], vec![], vec![], vec![]);
+        let (mut total, mut harness_total) = (0.0, 0.0);
+        for w in cycles.windows(2) {
+            let (prev, next) = (w[0], w[1]);
+            let took = next.granted - prev.granted;
+            let mut h = (prev.release_called - prev.granted).max(0.0);
+            if next.client == prev.client {
+                own.push(took);
+                h += (next.acquire_called - prev.released).max(0.0);
+            } else {
+                other.push(took);
+            }
+            all.push(took);
+            harness.push(h);
+            total += took;
+            harness_total += h;
+        }
+        if all.is_empty() {
+            return None;
+        }
+        Some(Handoffs {
+            count: all.len() as u64,
+            median_us: median(&mut all)?,
+            to_releaser_share: own.len() as f64 / all.len() as f64,
+            to_releaser_median_us: median(&mut own),
+            to_waiter_median_us: median(&mut other),
+            harness_median_us: median(&mut harness)?,
+            harness_share: if total > 0.0 { harness_total / total } else { 0.0 },
+        })
+    }
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied()
 }
 
 /// One measured term of a hand-off bound.
@@ -104,6 +184,7 @@ impl Efficiency {
             handoff_per_sec,
             efficiency: handoff_per_sec / bound,
             note: note.to_string(),
+            handoffs: None,
         }
     }
 
@@ -184,5 +265,27 @@ mod tests {
         assert_eq!(e.efficiency, 0.4);
         assert_eq!(e.path_line(), "delete sent -> watch event 2000 + 2 x range read 1000 = 4000 µs");
         assert_eq!(e.beside_line(), "delete's reply 1800");
+    }
+
+    #[test]
+    fn hand_offs_are_split_by_who_won_and_the_harness_time_is_counted() {
+        let c = |client, acquire_called, granted, release_called, released| Cycle { client, acquire_called, granted, release_called, released };
+        // Given out of order: sorted by grant. 0 -> 0 (the releaser again), 0 -> 1 (a waiter), 1 -> 2.
+        let h = Handoffs::of(vec![
+            c(1, 50.0, 400.0, 401.0, 450.0),
+            c(0, 0.0, 100.0, 102.0, 150.0),
+            c(2, 60.0, 700.0, 700.0, 750.0),
+            c(0, 153.0, 250.0, 250.0, 300.0),
+        ])
+        .unwrap();
+        assert_eq!(h.count, 3);
+        assert_eq!(h.to_releaser_share, 1.0 / 3.0);
+        assert_eq!(h.to_releaser_median_us, Some(150.0));
+        // 250 -> 400 and 400 -> 700.
+        assert_eq!(h.to_waiter_median_us, Some(300.0));
+        // 2 + 3 (to the releaser), 0, 1.
+        assert_eq!(h.harness_median_us, 1.0);
+        assert_eq!(h.harness_share, 6.0 / 600.0);
+        assert_eq!(Handoffs::of(vec![c(0, 0.0, 1.0, 1.0, 2.0)]), None);
     }
 }

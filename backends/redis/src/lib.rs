@@ -11,6 +11,7 @@
 //! survive a failover to a replica that missed the INCR (scenario S5).
 
 pub mod node;
+pub mod redisson;
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ use dlbench_core::{
 use dlbench_core::jittered_sleep;
 
 pub use node::{NodeConfig, RedisNode};
+pub use redisson::RedissonBackend;
 
 
 /// One Redis primary.

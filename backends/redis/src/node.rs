@@ -173,6 +173,17 @@ impl RedisNode {
         }
     }
 
+    /// Run one call within the request timeout; `writes`: a lost reply is an unknown outcome.
+    pub async fn bounded_call<T>(&self, f: impl std::future::Future<Output = redis::RedisResult<T>>, writes: bool) -> Result<T, LockError> {
+        self.bounded(f, writes).await
+    }
+
+    /// A new pub/sub connection to the node in `cfg` (not bounded: the caller bounds it).
+    pub async fn pubsub(cfg: &NodeConfig) -> Result<redis::aio::PubSub, LockError> {
+        let (client, _) = Self::client(cfg)?;
+        client.get_async_pubsub().await.map_err(|e| classify(&cfg.endpoint, e, false))
+    }
+
     /// `SET key token NX PX ttl`: true when we set it.
     pub async fn set_nx_px(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, LockError> {
         self.set_nx_px_within(key, token, ttl, self.timeout).await

@@ -101,7 +101,7 @@ pub fn find(backends: &[BackendKind]) -> Result<Binaries, Missing> {
                 b.initdb = Some(find_pg("initdb").ok_or_else(|| miss("initdb"))?);
                 b.postgres = Some(find_pg("postgres").ok_or_else(|| miss("postgres"))?);
             }
-            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::EtcdV3lock => {}
+            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => {}
         }
     }
     Ok(b)

@@ -289,7 +289,7 @@ impl LocalTarget {
                     planned.push((k, plan, false, vec![]));
                 }
                 // Designs on another family's servers were mapped to it above.
-                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::EtcdV3lock => {}
+                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => {}
             }
         }
 
