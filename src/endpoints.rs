@@ -168,8 +168,7 @@ impl Endpoints {
         for k in BackendKind::REAL {
             for ep in self.get(k).map(|s| s.endpoints.as_slice()).unwrap_or_default() {
                 let host = ep.rsplit_once(':').map(|(h, _)| h).unwrap_or(ep).trim_matches(['[', ']']);
-                let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-                if !loopback {
+                if !is_loopback(host) {
                     out.push(format!("[{k}] {ep}"));
                 }
             }
@@ -180,6 +179,11 @@ impl Endpoints {
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("endpoints serialize")
     }
+}
+
+/// A host (no port, no brackets) on loopback: `localhost`, 127.0.0.0/8 or ::1.
+pub fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

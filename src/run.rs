@@ -216,7 +216,7 @@ impl RunPlan {
         }
         if let Some(r) = &self.resource {
             let host = r.host();
-            let near = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || (!host.contains('.') && !host.contains(':'));
+            let near = crate::endpoints::is_loopback(&host) || (!host.contains('.') && !host.contains(':'));
             let allow = matches!(self.target, TargetChoice::External { allow_remote: true, .. });
             anyhow::ensure!(
                 near || allow,

@@ -207,20 +207,7 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     let rel = format!("results/compose-test-shards-{}", std::process::id());
     let host_dir = repo().join(&rel);
     let start_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 12;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flusher = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            let mut s = std::net::TcpStream::connect("127.0.0.1:16379").unwrap();
-            let mut buf = [0u8; 64];
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
-                let _ = s.read(&mut buf).unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(15));
-            }
-        })
-    };
+    let flusher = common::Flusher::start("127.0.0.1:16379");
     let out = compose()
         .args(["--profile", "shards", "up", "--no-deps", "--scale", "shard=3", "shard"])
         .env("DLBENCH_START_AT", start_at.to_string())
@@ -230,8 +217,7 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
         .env("DLBENCH_RUN_ARGS", "--backends redis --workload hot-key --clients 3 --hold 40ms --seed 7 --duration 4s --warmup 1s --no-fail-on-violation")
         .output()
         .unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    flusher.join().unwrap();
+    drop(flusher);
     let logs = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "compose up --scale shard=3 failed:\n{logs}");
     let exits = Command::new("docker")

@@ -37,11 +37,12 @@ fn external_target_with_passwords_from_the_environment() {
     assert!(file.contains(&format!("password_env = \"{VAR}\"")), "the file names the variable:\n{file}");
     assert!(!file.contains(SECRET), "the endpoints file holds the password itself");
 
-    // The right password: the same table as a local run, for all five backends.
+    // The right password: the same table as a local run, for every design (the five
+    // families' recipes and the designs on their servers, each reading its family's section).
     let results = dir.join("results");
     let run = |password: &str| {
         dlbench()
-            .args(["run", "--target", "external", "--endpoints"])
+            .args(["run", "--target", "external", "--backends", "all", "--endpoints"])
             .arg(&ep)
             .args(["--duration", "2s", "--warmup", "0s", "--out"])
             .arg(&results)
@@ -53,13 +54,20 @@ fn external_target_with_passwords_from_the_environment() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "external run failed: {stderr}");
-    for b in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
-        assert!(stdout.lines().any(|l| l.starts_with(b)), "{b} missing from the table:\n{stdout}");
+    const DESIGNS: [&str; 9] = ["postgres", "pg-advisory", "pg-advisory-xact", "redis", "redisson", "redlock", "zookeeper", "etcd", "etcd-v3lock"];
+    for b in DESIGNS {
+        assert!(stdout.lines().any(|l| l.split_whitespace().next() == Some(b)), "{b} missing from the table:\n{stdout}");
     }
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(results.join("latest").join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["complete"], true);
-    assert_eq!(summary["backends"].as_array().unwrap().len(), 5);
+    let names: Vec<&str> = summary["backends"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(names, DESIGNS, "every design ran, grouped by family");
+    for b in summary["backends"].as_array().unwrap() {
+        for w in b["workloads"].as_array().unwrap() {
+            assert!(w["acquired"].as_u64().unwrap() > 0, "{} {} acquired nothing", b["name"], w["name"]);
+        }
+    }
     assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "the password reached the output");
     let leaked = files_containing(&results, SECRET);
     assert!(leaked.is_empty(), "the password reached result files: {leaked:?}");

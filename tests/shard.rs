@@ -4,11 +4,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{dlbench, scratch, sigint, up, wait_exit};
@@ -111,23 +108,10 @@ fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
     // 2. One client per shard on one key, the lock deleted under its holders: no shard can
     // see an overlap on its own (one holder each), the merged history must.
     let b = dir.join("violation");
-    let stop = Arc::new(AtomicBool::new(false));
-    let flusher = {
-        let (stop, addr) = (stop.clone(), redis_endpoint(&ep));
-        std::thread::spawn(move || {
-            let mut s = std::net::TcpStream::connect(addr).unwrap();
-            let mut buf = [0u8; 64];
-            while !stop.load(Ordering::Relaxed) {
-                s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
-                let _ = s.read(&mut buf).unwrap();
-                std::thread::sleep(Duration::from_millis(15));
-            }
-        })
-    };
+    let flusher = common::Flusher::start(&redis_endpoint(&ep));
     let (code, merged, shards) =
         run_and_merge(&b, &ep, &["--workload", "hot-key", "--clients", "3", "--hold", "40ms", "--duration", "3s", "--warmup", "1s"]);
-    stop.store(true, Ordering::Relaxed);
-    flusher.join().unwrap();
+    drop(flusher);
     for s in &shards {
         assert_eq!(workload(s)["overlaps"].as_u64().unwrap(), 0, "a shard of one client sees no overlap at its own resource");
     }
@@ -146,26 +130,13 @@ fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
     let _resource = Servers(res_child);
     let resource = format!("redis://{}", redis_endpoint(&res_ep));
     let c = dir.join("server");
-    let stop = Arc::new(AtomicBool::new(false));
-    let flusher = {
-        let (stop, addr) = (stop.clone(), redis_endpoint(&ep));
-        std::thread::spawn(move || {
-            let mut s = std::net::TcpStream::connect(addr).unwrap();
-            let mut buf = [0u8; 64];
-            while !stop.load(Ordering::Relaxed) {
-                s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
-                let _ = s.read(&mut buf).unwrap();
-                std::thread::sleep(Duration::from_millis(15));
-            }
-        })
-    };
+    let flusher = common::Flusher::start(&redis_endpoint(&ep));
     let (code, merged, shards) = run_and_merge(
         &c,
         &ep,
         &["--workload", "hot-key", "--clients", "3", "--hold", "40ms", "--duration", "3s", "--warmup", "1s", "--resource", &resource],
     );
-    stop.store(true, Ordering::Relaxed);
-    flusher.join().unwrap();
+    drop(flusher);
     let per_shard: Vec<u64> = shards.iter().map(|s| workload(s)["overlaps"].as_u64().unwrap()).collect();
     assert!(per_shard.iter().sum::<u64>() > 0, "one client per shard, yet the server saw the shards' holders overlap: {per_shard:?}");
     assert_eq!(code, 1, "the merged verdict is invalid");

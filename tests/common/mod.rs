@@ -103,3 +103,42 @@ pub fn up(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Child, PathBuf) 
     }
     (child, ep)
 }
+
+/// Deletes every key on a Redis server every 15 ms from a thread of its own, until dropped:
+/// the lock taken from under its holders, so a second holder gets in and only a place that
+/// sees every holder can call it an overlap.
+pub struct Flusher {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flusher {
+    pub fn start(addr: &str) -> Flusher {
+        use std::io::{Read, Write};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
+                let _ = s.read(&mut buf).unwrap();
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        });
+        Flusher { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let joined = t.join();
+            // A flusher that died is a failed test, unless the test is already failing.
+            if joined.is_err() && !std::thread::panicking() {
+                panic!("the FLUSHALL thread failed");
+            }
+        }
+    }
+}
