@@ -16,7 +16,7 @@ for arg in "$@"; do
         *) echo "setup: unknown option $arg (use --peers)" >&2; exit 2 ;;
     esac
 done
-PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql \
+PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql mariadb-server mariadb-client \
 protobuf-compiler libprotobuf-dev gcc chromium openssl"
 missing=""
 for p in $PACKAGES; do

@@ -583,7 +583,7 @@ struct UpArgs {
     #[arg(long)]
     faults: bool,
     /// Require the password held in this environment variable: Redis (requirepass),
-    /// PostgreSQL's postgres user, etcd's root user (auth on). The endpoints file names the
+    /// PostgreSQL's postgres user, MariaDB's dlbench user, etcd's root user (auth on). The endpoints file names the
     /// variable, never the password.
     #[arg(long)]
     password_env: Option<String>,

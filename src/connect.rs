@@ -131,6 +131,25 @@ pub async fn connect_with(
             // Each client is its own session whatever `connections` asks: the session holds the lock.
             Arc::new(dlbench_pg_advisory::AdvisoryBackend::connect(pg_config(s, t, pw, tls), scope).await?)
         }
+        BackendKind::Mariadb | BackendKind::MariadbGetLock => {
+            let mut c = dlbench_mariadb::MariaConfig::new(s.endpoints[0].clone());
+            c.connect_timeout = t.connect;
+            c.request_timeout = t.request;
+            if let Some(u) = &s.user {
+                c.user = u.clone();
+            }
+            if let Some(d) = &s.database {
+                c.database = d.clone();
+            }
+            c.password = pw;
+            c.tls = tls;
+            if kind == BackendKind::Mariadb {
+                Arc::new(dlbench_mariadb::TableBackend::connect_with(c, connections).await?)
+            } else {
+                // Each client is its own connection whatever `connections` asks: it holds the lock.
+                Arc::new(dlbench_mariadb::GetLockBackend::connect(c).await?)
+            }
+        }
         BackendKind::Memory => unreachable!(),
     })
 }

@@ -86,6 +86,8 @@ pub struct Endpoints {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postgres: Option<Section>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mariadb: Option<Section>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<Section>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redlock: Option<Section>,
@@ -96,26 +98,29 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
-    /// The section of `kind`'s server family (the advisory designs read `[postgres]`).
+    /// The section of `kind`'s server family (the advisory designs read `[postgres]`,
+    /// `mariadb-get-lock` reads `[mariadb]`).
     pub fn get(&self, kind: BackendKind) -> Option<&Section> {
         match kind.server() {
             BackendKind::Postgres => self.postgres.as_ref(),
+            BackendKind::Mariadb => self.mariadb.as_ref(),
             BackendKind::Redis => self.redis.as_ref(),
             BackendKind::Redlock => self.redlock.as_ref(),
             BackendKind::Zookeeper => self.zookeeper.as_ref(),
             BackendKind::Etcd => self.etcd.as_ref(),
-            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => None,
+            _ => None,
         }
     }
 
     pub fn set(&mut self, kind: BackendKind, section: Section) {
         let slot = match kind.server() {
             BackendKind::Postgres => &mut self.postgres,
+            BackendKind::Mariadb => &mut self.mariadb,
             BackendKind::Redis => &mut self.redis,
             BackendKind::Redlock => &mut self.redlock,
             BackendKind::Zookeeper => &mut self.zookeeper,
             BackendKind::Etcd => &mut self.etcd,
-            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => return,
+            _ => return,
         };
         *slot = Some(section);
     }
@@ -127,7 +132,7 @@ impl Endpoints {
             let msg = e.message().replace('\n', " ");
             anyhow::anyhow!("endpoints file {} is not valid: {msg}", path.display())
         })?;
-        for kind in BackendKind::REAL {
+        for kind in BackendKind::SERVERS {
             if let Some(s) = e.get(kind) {
                 if s.endpoints.is_empty() {
                     anyhow::bail!("endpoints file {}: [{kind}] lists no endpoints", path.display());
@@ -165,7 +170,7 @@ impl Endpoints {
     /// Every endpoint is on loopback (127.0.0.0/8, localhost, ::1).
     pub fn non_loopback(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for k in BackendKind::REAL {
+        for k in BackendKind::SERVERS {
             for ep in self.get(k).map(|s| s.endpoints.as_slice()).unwrap_or_default() {
                 let host = ep.rsplit_once(':').map(|(h, _)| h).unwrap_or(ep).trim_matches(['[', ']']);
                 if !is_loopback(host) {

@@ -28,7 +28,7 @@ pub async fn up(
     let mut eps = target.endpoints().clone();
     if let Some(var) = &password_env {
         // The file names where the password is, never the password.
-        for k in [BackendKind::Redis, BackendKind::Redlock, BackendKind::Postgres, BackendKind::Etcd] {
+        for k in [BackendKind::Redis, BackendKind::Redlock, BackendKind::Postgres, BackendKind::Mariadb, BackendKind::Etcd] {
             if let Some(mut s) = eps.get(k).cloned() {
                 s.password_env = Some(var.clone());
                 if k == BackendKind::Etcd {

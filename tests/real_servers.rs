@@ -27,6 +27,18 @@ conformance_tests!(
     ttl = Duration::from_secs(2)
 );
 conformance_tests!(
+    conformance_mariadb,
+    make = support::backend(BackendKind::Mariadb).await,
+    dead = support::dead(BackendKind::Mariadb),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
+    conformance_mariadb_get_lock,
+    make = support::backend(BackendKind::MariadbGetLock).await,
+    dead = support::dead(BackendKind::MariadbGetLock),
+    ttl = Duration::from_secs(2)
+);
+conformance_tests!(
     conformance_redis,
     make = support::backend(BackendKind::Redis).await,
     dead = support::dead(BackendKind::Redis),
@@ -296,9 +308,8 @@ mod redisson {
 /// mapping (`hashtextextended(name, 0)`), and what each design does with a silent holder.
 mod advisory {
     use super::*;
+    use std::process::Command;
     use dlbench_core::{AcquireOptions, LockError};
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Child, Command, Stdio};
 
     const DESIGNS: [BackendKind; 2] = [BackendKind::PgAdvisory, BackendKind::PgAdvisoryXact];
 
@@ -309,47 +320,6 @@ mod advisory {
         let mut c = Command::new("psql");
         c.args(["-h", host, "-p", port, "-U", "postgres", "-d", "postgres", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"]);
         c
-    }
-
-    /// A psql session kept open on stdin; killed (by its PID) if the test fails before `quit`.
-    struct Session(Child, std::sync::mpsc::Receiver<String>);
-
-    impl Session {
-        fn open() -> Session {
-            let mut child = psql().stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("psql");
-            let out = child.stdout.take().unwrap();
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let _ = tx.send(line);
-                }
-            });
-            Session(child, rx)
-        }
-        /// Run `sql`, then wait for the marker line that follows it.
-        fn run(&mut self, sql: &str) {
-            let stdin = self.0.stdin.as_mut().unwrap();
-            writeln!(stdin, "{sql}\nSELECT 'done';").unwrap();
-            stdin.flush().unwrap();
-            loop {
-                let line = self.1.recv_timeout(Duration::from_secs(20)).expect("psql answered within 20 s");
-                if line == "done" {
-                    return;
-                }
-            }
-        }
-        fn quit(mut self) {
-            drop(self.0.stdin.take());
-            let status = self.0.wait().unwrap();
-            assert!(status.success(), "psql failed: {status}");
-        }
-    }
-
-    impl Drop for Session {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
     }
 
     fn psql_try(name: &str) -> String {
@@ -365,7 +335,7 @@ mod advisory {
     async fn psql_holds_dlbench_waits() {
         for kind in DESIGNS {
             let name = dlbench_core::conformance::unique_key("psql-holds");
-            let mut holder = Session::open();
+            let mut holder = support::SqlSession::open(psql());
             holder.run(&dlbench_pg_advisory::psql_lock(&name));
             let backend = support::backend(kind).await;
             assert!(!backend.claims(&name).await.unwrap().is_empty(), "{kind}: claims() misses psql's lock");
@@ -432,6 +402,106 @@ mod advisory {
             a.close().await;
             b.close().await;
         }
+    }
+}
+
+/// `GET_LOCK` against the `mariadb` command-line client holding the same name, and the
+/// table lock's layout as the `mariadb` client reads it.
+mod mariadb {
+    use super::*;
+    use std::process::Command;
+    use dlbench_core::{AcquireOptions, LockError};
+
+    /// The mariadb client on the test server, as a user would run it: batch, no column names.
+    fn cli() -> Command {
+        let s = support::endpoints().mariadb.as_ref().unwrap();
+        let (host, port) = s.endpoints[0].rsplit_once(':').unwrap();
+        let mut c = Command::new("mariadb");
+        c.args(["-h", host, "-P", port, "-u", s.user.as_deref().unwrap(), "-D", s.database.as_deref().unwrap(), "-N", "-B", "--unbuffered"]);
+        c
+    }
+
+    fn one(sql: &str) -> String {
+        let out = cli().args(["-e", sql]).output().unwrap();
+        assert!(out.status.success(), "mariadb: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// While a mariadb client session holds NAME (with the statement dlbench documents),
+    /// dlbench cannot take it, try-once or waiting, and claims() names the client's
+    /// connection; once the client releases, dlbench gets it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mariadb_client_holds_dlbench_waits() {
+        let name = dlbench_core::conformance::unique_key("cli-holds");
+        let mut holder = support::SqlSession::open(cli());
+        assert_eq!(holder.run(&dlbench_mariadb::get_lock::mariadb_lock(&name)), vec!["1"]);
+        let id = holder.run("SELECT CONNECTION_ID();");
+        let backend = support::backend(BackendKind::MariadbGetLock).await;
+        let claims = backend.claims(&name).await.unwrap();
+        assert!(claims.iter().any(|c| c.contains(&format!("connection {}", id[0]))), "claims() misses the client's lock: {claims:?}");
+        let client = backend.client().await.unwrap();
+        let opts = AcquireOptions::default();
+        let r = client.acquire(&name, &opts.clone().with_wait(Duration::ZERO)).await;
+        assert!(matches!(r, Err(LockError::Busy)), "try-once on a lock the client holds: {r:?}");
+        let r = client.acquire(&name, &opts.clone().with_wait(Duration::from_millis(400))).await;
+        assert!(matches!(r, Err(LockError::Timeout(_))), "waiting on a lock the client holds: {r:?}");
+        assert_eq!(holder.run(&format!("SELECT RELEASE_LOCK('{name}');")), vec!["1"]);
+        let lease = client.acquire(&name, &opts.with_wait(Duration::from_secs(10))).await.expect("after the client released");
+        client.release(lease).await.unwrap();
+        holder.quit();
+        client.close().await;
+    }
+
+    /// While dlbench holds NAME, the client's GET_LOCK on the same name times out (0) and
+    /// IS_USED_LOCK names a connection; a waiting client is woken by dlbench's release.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dlbench_holds_mariadb_client_waits() {
+        let name = dlbench_core::conformance::unique_key("get-lock-holds");
+        let backend = support::backend(BackendKind::MariadbGetLock).await;
+        let client = backend.client().await.unwrap();
+        let lease = client.acquire(&name, &AcquireOptions::default()).await.unwrap();
+        assert_eq!(one(&format!("SELECT GET_LOCK('{name}', 0.3)")), "0", "the client took a lock dlbench holds");
+        assert_ne!(one(&format!("SELECT IS_USED_LOCK('{name}')")), "NULL");
+        let mut waiter = support::SqlSession::open(cli());
+        let started = std::time::Instant::now();
+        let release = {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                client.release(lease).await.unwrap();
+                client.close().await;
+            })
+        };
+        // Blocks in the server until dlbench's release: granted well before its 20 s.
+        assert_eq!(waiter.run(&format!("SELECT GET_LOCK('{name}', 20);")), vec!["1"]);
+        assert!(started.elapsed() < Duration::from_secs(15), "the waiting client was not woken by the release");
+        release.await.unwrap();
+        waiter.quit();
+    }
+
+    /// The table design's row, as the mariadb client reads it: held with the holder's owner
+    /// and a token that grows by one per grant, `lock_until` from the server's clock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_table_row_is_the_lock() {
+        let name = dlbench_core::conformance::unique_key("row");
+        let backend = support::backend(BackendKind::Mariadb).await;
+        let client = backend.client().await.unwrap();
+        let opts = AcquireOptions::default().with_ttl(Duration::from_secs(60));
+        let row = |what: &str| one(&format!("SELECT {what} FROM dlbench_locks WHERE name = '{name}'"));
+        let a = client.acquire(&name, &opts).await.unwrap();
+        assert_eq!(row("token"), a.token.unwrap().to_string());
+        assert_eq!(row("locked_by"), a.handle.id);
+        assert_eq!(row("TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(6), lock_until) BETWEEN 50 AND 60"), "1");
+        client.release(a).await.unwrap();
+        assert_eq!(row("lock_until <= UTC_TIMESTAMP(6)"), "1", "released row still live");
+        // Again and again on the same connection (the prepared statement re-executed): each
+        // grant's token is the row's, one up, as the OK packet's last-insert id carries it.
+        for n in 2..=4 {
+            let b = client.acquire(&name, &opts).await.unwrap();
+            assert_eq!(row("token"), b.token.unwrap().to_string());
+            assert_eq!(b.token.unwrap().0, n, "grant {n}'s token");
+            client.release(b).await.unwrap();
+        }
+        client.close().await;
     }
 }
 

@@ -14,7 +14,7 @@
 //! fault's end record says what the probe saw.
 //!
 //! Service names map to backends: `etcd*` etcd, `zk*` ZooKeeper, `redis` Redis (and
-//! `redis-replica`, its replica), `redlock*` Redlock, `postgres` PostgreSQL. Every published
+//! `redis-replica`, its replica), `redlock*` Redlock, `postgres` PostgreSQL, `mariadb` MariaDB. Every published
 //! port must be bound to 127.0.0.1.
 
 use std::sync::Mutex;
@@ -124,6 +124,7 @@ fn classify(service: &str) -> Option<(BackendKind, u16, bool)> {
         "redis" => (BackendKind::Redis, 6379, false),
         s if s.starts_with("redlock") => (BackendKind::Redlock, 6379, false),
         s if s.starts_with("postgres") => (BackendKind::Postgres, 5432, false),
+        s if s.starts_with("mariadb") => (BackendKind::Mariadb, 3306, false),
         _ => return None,
     })
 }
@@ -199,6 +200,10 @@ impl ComposeTarget {
             if k == BackendKind::Postgres {
                 sec.user = Some("postgres".into());
                 sec.database = Some("postgres".into());
+            }
+            if k == BackendKind::Mariadb {
+                sec.user = Some(crate::cluster::local::mariadb::USER.into());
+                sec.database = Some(crate::cluster::local::mariadb::DATABASE.into());
             }
             endpoints.set(k, sec);
         }
@@ -421,7 +426,8 @@ async fn delay_image(inside: bool) -> Result<String, String> {
 const BENCH_IMAGE: &str = "dlbench/bench:bookworm";
 
 /// The time from sending a server its smallest request to the first byte of its answer, in
-/// ms (the connection is opened first and not counted).
+/// ms (the connection is opened first and not counted; MariaDB, which speaks first, from
+/// the connect to its greeting).
 async fn round_trip(addr: &str, kind: BackendKind, within: Duration) -> Result<f64, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let ask: &[u8] = match kind.server() {
@@ -430,11 +436,15 @@ async fn round_trip(addr: &str, kind: BackendKind, within: Duration) -> Result<f
         BackendKind::Zookeeper => b"srvr",
         // SSLRequest: the server answers one byte, S or N.
         BackendKind::Postgres => &[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f],
+        // MariaDB speaks first: the time from connecting to its greeting's first byte.
+        BackendKind::Mariadb => b"",
         _ => return Err(format!("no probe for {kind}")),
     };
     let go = async {
+        let before = Instant::now();
         let mut c = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let t0 = Instant::now();
+        // A server that speaks first is timed from the connect.
+        let t0 = if ask.is_empty() { before } else { Instant::now() };
         c.write_all(ask).await.map_err(|e| e.to_string())?;
         let mut b = [0u8; 1];
         match c.read(&mut b).await {

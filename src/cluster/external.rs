@@ -70,7 +70,7 @@ impl ExternalTarget {
     pub async fn versions(&self, within: Duration) -> Result<std::collections::BTreeMap<String, String>, String> {
         // Each backend's version with its own password (they may differ).
         let mut out = std::collections::BTreeMap::new();
-        for k in BackendKind::REAL {
+        for k in BackendKind::SERVERS {
             if let Some(s) = self.endpoints.get(k) {
                 if s.tls.is_some() {
                     // The probes speak plain TCP; over TLS only the client library connects.

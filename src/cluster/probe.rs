@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::endpoints::Endpoints;
 use crate::kind::BackendKind;
-use crate::cluster::local::{etcd, postgres, redis, zookeeper};
+use crate::cluster::local::{etcd, mariadb, postgres, redis, zookeeper};
 
 /// Healthy when every endpoint of `kind` answers as a member of a working cluster.
 /// `password` is the cluster's, when it has auth on (etcd's root, Redis, PostgreSQL's
@@ -18,6 +18,7 @@ pub async fn healthy(kind: BackendKind, endpoints: &[String], password: Option<&
         BackendKind::Zookeeper => zookeeper::healthy(endpoints, within).await,
         BackendKind::Redis | BackendKind::Redlock => redis::healthy(endpoints, password, within).await,
         BackendKind::Postgres => postgres::healthy(endpoints, password, within).await,
+        BackendKind::Mariadb => mariadb::healthy(endpoints, within).await,
         _ => Ok(()),
     }
 }
@@ -52,7 +53,7 @@ pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], p
 /// hanging it.
 pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
-    for k in BackendKind::REAL {
+    for k in BackendKind::SERVERS {
         let Some(ep) = e.get(k).and_then(|s| s.endpoints.first()) else { continue };
         let ask = async {
             match k {
@@ -60,7 +61,8 @@ pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -
                 BackendKind::Zookeeper => zookeeper::version(ep, within).await,
                 BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password, within).await,
                 BackendKind::Postgres => postgres::version(ep, password, within).await,
-                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => Err(String::new()),
+                BackendKind::Mariadb => mariadb::version(ep, within).await,
+                _ => Err(String::new()),
             }
         };
         let silent = || format!("[{k}] {ep} accepted a connection but did not answer within {}", crate::util::fmt_duration(within));

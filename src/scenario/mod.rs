@@ -129,9 +129,9 @@ pub const CATALOGUE: &[Scenario] = &[
     Scenario { id: "S9", title: "a follower paused", applies: sessions, scope: QUORUM, published: None },
     Scenario {
         id: "S10",
-        title: "PostgreSQL killed and restarted",
-        applies: |k| k.server() == BackendKind::Postgres,
-        scope: "the PostgreSQL designs only",
+        title: "the database server killed and restarted",
+        applies: |k| k.family() == "database",
+        scope: "the database designs (PostgreSQL and MariaDB) only",
         published: None,
     },
     Scenario {
@@ -154,9 +154,9 @@ pub fn find(id: &str) -> Option<&'static Scenario> {
 fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
     let fenced = |v: Expect| if has_tokens { v } else { Expect::Violation };
     match id {
-        // A session advisory lock has no TTL: the server keeps it while the paused holder's
-        // connection stays open, so the next client waits instead of getting in.
-        "S1" if kind == BackendKind::PgAdvisory => vec![("", Expect::NoViolation, Expect::NoViolation)],
+        // A session advisory lock (and GET_LOCK) has no TTL: the server keeps it while the
+        // paused holder's connection stays open, so the next client waits instead of getting in.
+        "S1" if matches!(kind, BackendKind::PgAdvisory | BackendKind::MariadbGetLock) => vec![("", Expect::NoViolation, Expect::NoViolation)],
         "S1" | "S2" | "S3" | "S6" => vec![("", Expect::Violation, fenced(Expect::Rejected))],
         // The promoted replica missed the holder's INCR too: its counter hands the next
         // holder the token the old holder has, so fencing refuses the new, legitimate holder.

@@ -29,7 +29,7 @@ extern "C" fn stop_target() {
     }
 }
 
-/// Endpoints of the shared local target (all five backends), starting it on first use.
+/// Endpoints of the shared local target (every server family), starting it on first use.
 pub fn endpoints() -> &'static Endpoints {
     &ENDPOINTS
         .get_or_init(|| {
@@ -37,7 +37,7 @@ pub fn endpoints() -> &'static Endpoints {
                 let dir = std::env::temp_dir().join(format!("dlbench-test-{}", std::process::id()));
                 let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
                 let target = rt
-                    .block_on(LocalTarget::start(&dir, &BackendKind::REAL, Default::default()))
+                    .block_on(LocalTarget::start(&dir, &BackendKind::SERVERS, Default::default()))
                     .unwrap_or_else(|e| panic!("local target did not start: {e}"));
                 let eps = target.endpoints().clone();
                 eprintln!("test servers: {}", eps.to_toml().replace('\n', " "));
@@ -70,4 +70,55 @@ pub async fn dead(kind: BackendKind) -> Result<Arc<dyn Backend>, LockError> {
     let mut e = Endpoints::default();
     e.set(kind, Section::new((0..n).map(|_| dlbench_core::conformance::dead_endpoint()).collect()));
     connect::connect(kind, &e, Timeouts { connect: Duration::from_secs(2), request: Duration::from_secs(3) }, None).await
+}
+
+/// A command-line SQL client (psql, mariadb) kept open on stdin, as a user's session that
+/// holds a lock between statements; killed (by its PID) if the test fails before `quit`.
+pub struct SqlSession(std::process::Child, std::sync::mpsc::Receiver<String>);
+
+impl SqlSession {
+    /// Start `cmd` (set up to read statements on stdin and print rows one per line).
+    pub fn open(mut cmd: std::process::Command) -> SqlSession {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("SQL client");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        SqlSession(child, rx)
+    }
+
+    /// Run `sql`; return its output lines, up to the marker row that follows it.
+    pub fn run(&mut self, sql: &str) -> Vec<String> {
+        use std::io::Write;
+        let stdin = self.0.stdin.as_mut().unwrap();
+        writeln!(stdin, "{sql}\nSELECT 'done';").unwrap();
+        stdin.flush().unwrap();
+        let mut lines = Vec::new();
+        loop {
+            let line = self.1.recv_timeout(Duration::from_secs(20)).expect("the SQL client answered within 20 s");
+            if line == "done" {
+                return lines;
+            }
+            lines.push(line);
+        }
+    }
+
+    /// End the session (stdin closed) and check the client exited cleanly.
+    pub fn quit(mut self) {
+        drop(self.0.stdin.take());
+        let status = self.0.wait().unwrap();
+        assert!(status.success(), "the SQL client failed: {status}");
+    }
+}
+
+impl Drop for SqlSession {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -34,3 +34,32 @@ pub async fn jittered_sleep(base: std::time::Duration) {
     let d = if nanos == 0 { 0 } else { nanos / 2 + rand::random_range(0..=nanos) };
     tokio::time::sleep(std::time::Duration::from_nanos(d)).await;
 }
+
+/// The acquire loop every polling recipe shares (redis-py's, ShedLock's on PostgreSQL and
+/// MariaDB): try; until `opts.wait` from `invoked_at` runs out, sleep a jittered
+/// `retry_interval` and try again. `attempt` answers `Some` when granted; the grant comes
+/// back with the instant its attempt was sent, from which its validity counts. A wait of
+/// zero tries once and is `Busy`; a wait that runs out is `Timeout`.
+pub async fn poll<T, F, Fut>(opts: &AcquireOptions, invoked_at: std::time::Instant, mut attempt: F) -> Result<(T, std::time::Instant), LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, LockError>>,
+{
+    let deadline = invoked_at + opts.wait;
+    loop {
+        let attempt_at = std::time::Instant::now();
+        if let Some(granted) = attempt().await? {
+            return Ok((granted, attempt_at));
+        }
+        if opts.wait.is_zero() {
+            return Err(LockError::Busy);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(LockError::Timeout(opts.wait));
+        }
+        tokio::select! {
+            _ = jittered_sleep(opts.retry_interval) => {}
+            _ = tokio::time::sleep_until(deadline.into()) => {}
+        }
+    }
+}

@@ -19,7 +19,6 @@ use dlbench_core::{
     AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, LostSignal, WaitStyle,
 };
-use dlbench_core::jittered_sleep;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 const CREATE: &str = "CREATE TABLE IF NOT EXISTS dlbench_locks (
@@ -241,37 +240,22 @@ impl PgLock {
 impl DistLock for PgLock {
     async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
         let invoked_at = Instant::now();
-        let deadline = invoked_at + opts.wait;
         let owner = format!("{:032x}", rand::random::<u128>());
         let ttl = opts.ttl.as_secs_f64();
-        loop {
-            let attempt_at = Instant::now();
+        let attempt = || async {
             let q = sqlx::query_scalar::<_, i64>(ACQUIRE).bind(key).bind(ttl).bind(&owner).fetch_optional(&self.pool);
-            tracing::debug!("postgres acquire {key}: attempt");
-            let r = self.bounded(q, true).await;
-            tracing::debug!("postgres acquire {key}: attempt done: {:?}", r.as_ref().map(|t| t.is_some()));
-            if let Some(token) = r? {
-                return Ok(Lease {
-                    key: key.to_string(),
-                    token: Some(FencingToken(token as u64)),
-                    invoked_at,
-                    acquired_at: Instant::now(),
-                    valid_until: attempt_at + opts.ttl,
-                    handle: LeaseHandle::new(owner),
-                    lost: LostSignal::never(),
-                });
-            }
-            if opts.wait.is_zero() {
-                return Err(LockError::Busy);
-            }
-            if Instant::now() >= deadline {
-                return Err(LockError::Timeout(opts.wait));
-            }
-            tokio::select! {
-                _ = jittered_sleep(opts.retry_interval) => {}
-                _ = tokio::time::sleep_until(deadline.into()) => {}
-            }
-        }
+            self.bounded(q, true).await
+        };
+        let (token, attempt_at) = dlbench_core::poll(opts, invoked_at, attempt).await?;
+        Ok(Lease {
+            key: key.to_string(),
+            token: Some(FencingToken(token as u64)),
+            invoked_at,
+            acquired_at: Instant::now(),
+            valid_until: attempt_at + opts.ttl,
+            handle: LeaseHandle::new(owner),
+            lost: LostSignal::never(),
+        })
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {

@@ -20,7 +20,6 @@ use dlbench_core::{
     AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, LostSignal, WaitStyle,
 };
-use dlbench_core::jittered_sleep;
 
 pub use node::{NodeConfig, RedisNode};
 pub use redisson::RedissonBackend;
@@ -106,32 +105,17 @@ impl DistLock for RedisLock {
         if let Some(d) = self.slow {
             tokio::time::sleep(d).await;
         }
-        let deadline = invoked_at + opts.wait;
         let token = node::random_token();
-        loop {
-            let attempt_at = Instant::now();
-            if let Some(fence) = self.node.set_nx_px_fenced(key, &token, opts.ttl).await? {
-                return Ok(Lease {
-                    key: key.to_string(),
-                    token: Some(FencingToken(fence)),
-                    invoked_at,
-                    acquired_at: Instant::now(),
-                    valid_until: attempt_at + opts.ttl,
-                    handle: LeaseHandle::new(token),
-                    lost: LostSignal::never(),
-                });
-            }
-            if opts.wait.is_zero() {
-                return Err(LockError::Busy);
-            }
-            if Instant::now() >= deadline {
-                return Err(LockError::Timeout(opts.wait));
-            }
-            tokio::select! {
-                _ = jittered_sleep(opts.retry_interval) => {}
-                _ = tokio::time::sleep_until(deadline.into()) => {}
-            }
-        }
+        let (fence, attempt_at) = dlbench_core::poll(opts, invoked_at, || self.node.set_nx_px_fenced(key, &token, opts.ttl)).await?;
+        Ok(Lease {
+            key: key.to_string(),
+            token: Some(FencingToken(fence)),
+            invoked_at,
+            acquired_at: Instant::now(),
+            valid_until: attempt_at + opts.ttl,
+            handle: LeaseHandle::new(token),
+            lost: LostSignal::never(),
+        })
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {

@@ -22,6 +22,8 @@ pub struct Binaries {
     pub redis_server: Option<PathBuf>,
     pub initdb: Option<PathBuf>,
     pub postgres: Option<PathBuf>,
+    pub mariadbd: Option<PathBuf>,
+    pub mariadb_install_db: Option<PathBuf>,
 }
 
 pub fn which(name: &str) -> Option<PathBuf> {
@@ -101,7 +103,14 @@ pub fn find(backends: &[BackendKind]) -> Result<Binaries, Missing> {
                 b.initdb = Some(find_pg("initdb").ok_or_else(|| miss("initdb"))?);
                 b.postgres = Some(find_pg("postgres").ok_or_else(|| miss("postgres"))?);
             }
-            BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => {}
+            BackendKind::Mariadb => {
+                // Debian puts the server in /usr/sbin, which a non-root PATH may lack.
+                let find = |bin: &str| which(bin).or_else(|| Some(Path::new("/usr/sbin").join(bin)).filter(|p| is_executable(p)));
+                let miss = |bin: &str| Missing { binary: bin.into(), package: "mariadb-server", where_: " on PATH or in /usr/sbin".into() };
+                b.mariadbd = Some(find("mariadbd").ok_or_else(|| miss("mariadbd"))?);
+                b.mariadb_install_db = Some(find("mariadb-install-db").ok_or_else(|| miss("mariadb-install-db"))?);
+            }
+            _ => {}
         }
     }
     Ok(b)

@@ -1,7 +1,7 @@
 //! The `local` target, the embedded default: dlbench starts real servers itself.
 //!
 //! Topology: etcd x3, ZooKeeper x3 (an ensemble), Redis x1, Redis x5 for Redlock,
-//! PostgreSQL x1. Every server binds 127.0.0.1 on ports claimed for this run (see
+//! PostgreSQL x1, MariaDB x1 (when asked for). Every server binds 127.0.0.1 on ports claimed for this run (see
 //! [`ports`]), keeps its data in a runtime directory every server user can enter (see
 //! [`runtime`]; linked from `<run dir>/servers/<node>/data`) and its log in
 //! `<run dir>/servers/<node>/log`, and is health-checked before load starts. [`process`] guarantees each is stopped on exit,
@@ -11,6 +11,7 @@
 pub mod bins;
 pub(crate) mod etcd;
 mod faults;
+pub(crate) mod mariadb;
 pub(crate) mod postgres;
 pub mod ports;
 pub mod process;
@@ -288,8 +289,18 @@ impl LocalTarget {
                         .map_err(TargetError::Setup)?;
                     planned.push((k, plan, false, vec![]));
                 }
+                BackendKind::Mariadb => {
+                    let p = claim(1)?;
+                    let (install, server, d, logs) = (bins.mariadb_install_db.clone().unwrap(), bins.mariadbd.clone().unwrap(), rt.clone(), dir.clone());
+                    let pw = options.password.clone();
+                    let plan = tokio::task::spawn_blocking(move || mariadb::prepare(&install, &server, &d, &logs, p[0], pw.as_deref()))
+                        .await
+                        .map_err(|e| TargetError::Setup(e.to_string()))?
+                        .map_err(TargetError::Setup)?;
+                    planned.push((k, plan, false, vec![]));
+                }
                 // Designs on another family's servers were mapped to it above.
-                BackendKind::Memory | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::Redisson | BackendKind::EtcdV3lock => {}
+                _ => {}
             }
         }
 
@@ -393,6 +404,10 @@ impl LocalTarget {
             s.user = Some("postgres".into());
             s.database = Some("postgres".into());
         }
+        if k == BackendKind::Mariadb {
+            s.user = Some(mariadb::USER.into());
+            s.database = Some(mariadb::DATABASE.into());
+        }
         s
     }
 
@@ -404,7 +419,7 @@ impl LocalTarget {
     /// The servers' own ports, bypassing any proxy.
     pub fn direct_endpoints(&self) -> Endpoints {
         let mut e = Endpoints::default();
-        for k in BackendKind::REAL {
+        for k in BackendKind::SERVERS {
             if self.nodes.iter().any(|n| n.backend == k) {
                 e.set(k, self.section(k, |n| n.real_addr.clone()));
             }
@@ -435,7 +450,7 @@ impl LocalTarget {
     pub fn client_endpoints(&self, group: u32) -> Result<Endpoints, TargetError> {
         let net = self.net.as_ref().ok_or_else(|| TargetError::Setup("dedicated client links need proxies".into()))?;
         let mut e = Endpoints::default();
-        for k in BackendKind::REAL {
+        for k in BackendKind::SERVERS {
             let nodes: Vec<&Arc<Node>> = self.nodes.iter().filter(|n| n.backend == k && !n.replica).collect();
             if nodes.is_empty() {
                 continue;
