@@ -233,6 +233,86 @@ pub async fn reentrancy(backend: Arc<dyn Backend>) -> Reentrancy {
     measured
 }
 
+/// What a release or an extend was told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Told {
+    Ok,
+    NotHeld,
+    /// Another error, by kind.
+    Errors(&'static str),
+}
+
+impl Told {
+    fn of(r: Result<(), LockError>) -> Told {
+        match r {
+            Ok(()) => Told::Ok,
+            Err(LockError::NotHeld(_)) => Told::NotHeld,
+            Err(e) => Told::Errors(e.kind()),
+        }
+    }
+}
+
+/// The ownership surprises lock users report, measured (issue trackers: etcd #10756,
+/// redlock-rb #36): who may release a lock, and what a holder whose TTL ran out is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ownership {
+    /// Another client releases the holder's lease (as passing a lock object to another
+    /// thread or process would): what it was told, and whether the lock was then free.
+    pub release_by_other: Told,
+    pub freed_by_other: bool,
+    /// A holder extends, and another (on another key) releases, after its TTL passed
+    /// untouched with nobody else taking the lock.
+    pub extend_after_ttl: Told,
+    pub release_after_ttl: Told,
+}
+
+/// Measure [`Ownership`]; `ttl` is short (the holders sit it out). Whatever the outcomes,
+/// a "not held" answer must not have freed the holder's lock, and afterwards every key
+/// must be free for a fresh client.
+pub async fn ownership(backend: Arc<dyn Backend>, ttl: Duration) -> Ownership {
+    let name = backend.name();
+    let (k1, k2, k3) = (unique_key("own-other"), unique_key("own-extend"), unique_key("own-release"));
+    let a = backend.client().await.expect("client a");
+    let b = backend.client().await.expect("client b");
+    let c = backend.client().await.expect("client c");
+    let short = AcquireOptions::default().with_ttl(ttl).with_wait(Duration::from_secs(5)).with_retry_interval(Duration::from_millis(2));
+
+    let la = a.acquire(&k1, &opts(30, Duration::from_secs(5))).await.expect("a acquires a free lock");
+    let release_by_other = Told::of(b.release(la.clone()).await);
+    let probe = c.acquire(&k1, &opts(30, Duration::ZERO)).await;
+    let freed_by_other = probe.is_ok();
+    if let Ok(l) = probe {
+        c.release(l).await.expect("c releases");
+    }
+    assert!(
+        !(release_by_other == Told::NotHeld && freed_by_other),
+        "{name}: another client's release was told 'not held' yet freed the holder's lock"
+    );
+    let _ = a.release(la).await;
+
+    // Two holders, one key each (pg-advisory-xact holds one key per client).
+    let mut l2 = a.acquire(&k2, &short).await.expect("a acquires a second key");
+    let l3 = b.acquire(&k3, &short).await.expect("b acquires a third key");
+    tokio::time::sleep(ttl + Duration::from_secs(1)).await;
+    let extend_after_ttl = Told::of(a.extend(&mut l2, Duration::from_secs(10)).await);
+    let release_after_ttl = Told::of(b.release(l3).await);
+    let _ = a.release(l2).await;
+
+    for k in [&k1, &k2, &k3] {
+        let l = c
+            .acquire(k, &opts(10, Duration::from_secs(15)))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {k} is not free after its holder let go: {e}"));
+        c.release(l).await.expect("c releases");
+    }
+    for x in [a, b, c] {
+        x.close().await;
+    }
+    let o = Ownership { release_by_other, freed_by_other, extend_after_ttl, release_after_ttl };
+    eprintln!("ownership {name}: {o:?}");
+    o
+}
+
 /// Claims `key` still has on the servers, polled until there are none or `within` passes.
 async fn claims_left(backend: &dyn Backend, key: &str, within: Duration) -> Vec<String> {
     let deadline = Instant::now() + within;
@@ -365,6 +445,10 @@ macro_rules! conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn reentrancy() {
                 c::reentrancy($make).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ownership() {
+                c::ownership($make, $ttl).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn unreachable_fails_fast() {

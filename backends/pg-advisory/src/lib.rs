@@ -490,13 +490,25 @@ impl DistLock for AdvisoryLock {
         let mut slot = self.conn.lock().await;
         Self::live(&mut slot, lease)?;
         let checked = Instant::now();
-        if self.scope == Scope::Xact {
-            // Inside the transaction, so it is undone if the transaction is rolled back;
-            // committed with the release otherwise.
-            self.set_timeout(&mut slot, Setting::IdleInTransaction, millis(ttl)).await?;
+        let held = async {
+            if self.scope == Scope::Xact {
+                // Inside the transaction, so it is undone if the transaction is rolled back;
+                // committed with the release otherwise.
+                self.set_timeout(&mut slot, Setting::IdleInTransaction, millis(ttl)).await?;
+            }
+            // The statement itself restarts the server's idle clock (xact form).
+            self.holds(&mut slot, &lease.key).await
         }
-        // The statement itself restarts the server's idle clock (xact form).
-        if self.holds(&mut slot, &lease.key).await? {
+        .await;
+        let held = match held {
+            // The session is gone (the server ended the idle transaction past its TTL, or the
+            // connection failed and was dropped, which ends it): so is every lock on it.
+            Err(e) if slot.is_none() && !matches!(e, LockError::Config(_)) => {
+                return Err(LockError::NotHeld(format!("{}: its session ended ({e})", lease.key)));
+            }
+            r => r?,
+        };
+        if held {
             lease.valid_until = checked + ttl;
             Ok(())
         } else {
