@@ -77,6 +77,18 @@ impl Section {
     pub fn new(endpoints: Vec<String>) -> Self {
         Section { endpoints, ..Default::default() }
     }
+
+    /// `kind`'s section on servers dlbench set up itself (the local target, the compose
+    /// services): the login they were created with, where the family has one.
+    pub fn own_servers(kind: BackendKind, endpoints: Vec<String>) -> Self {
+        let login = match kind.server() {
+            BackendKind::Postgres => Some(("postgres", "postgres")),
+            BackendKind::Mariadb => Some((crate::cluster::local::mariadb::USER, crate::cluster::local::mariadb::DATABASE)),
+            _ => None,
+        };
+        let (user, database) = login.map(|(u, d)| (Some(u.to_string()), Some(d.to_string()))).unwrap_or_default();
+        Section { endpoints, user, database, ..Default::default() }
+    }
 }
 
 /// Every backend's servers.

@@ -196,16 +196,7 @@ impl ComposeTarget {
             if eps.is_empty() {
                 anyhow::bail!("compose project {project:?} has no {k} service running: `docker compose up -d` starts them all");
             }
-            let mut sec = Section::new(eps);
-            if k == BackendKind::Postgres {
-                sec.user = Some("postgres".into());
-                sec.database = Some("postgres".into());
-            }
-            if k == BackendKind::Mariadb {
-                sec.user = Some(crate::cluster::local::mariadb::USER.into());
-                sec.database = Some(crate::cluster::local::mariadb::DATABASE.into());
-            }
-            endpoints.set(k, sec);
+            endpoints.set(k, Section::own_servers(k, eps));
         }
         let delay_image = delay_image(inside).await;
         let t = ComposeTarget {

@@ -33,7 +33,7 @@ use dlbench_core::{
     AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
     LeaseHandle, LockError, LostSender, LostSignal, WaitStyle,
 };
-use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::Connection;
 use tokio::sync::Mutex;
 
@@ -65,14 +65,7 @@ pub struct GetLockBackend {
 
 impl GetLockBackend {
     pub async fn connect(config: MariaConfig) -> Result<Self, LockError> {
-        let pool = MySqlPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(config.connect_timeout)
-            .connect_with(config.options()?);
-        let pool = tokio::time::timeout(config.connect_timeout * 2, pool)
-            .await
-            .map_err(|_| LockError::Unavailable(format!("mariadb at {}: connect timed out", config.endpoint)))?
-            .map_err(|e| classify(e, false, &config.endpoint))?;
+        let pool = crate::open(&config, 2).await?;
         sqlx::query(FENCE).execute(&pool).await.map_err(|e| classify(e, false, &config.endpoint))?;
         Ok(GetLockBackend { pool, config })
     }

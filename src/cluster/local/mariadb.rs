@@ -45,7 +45,8 @@ fn run(cmd: &mut Command, what: &str, stdin: Option<&str>) -> Result<(), String>
     let out = child.wait_with_output().map_err(|e| format!("{what}: {e}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().filter(|l| l.contains("ERROR") || l.contains("rror")).last().or(err.lines().last()).unwrap_or("").trim();
+        // The last line naming an error, else the last line.
+        let last = err.lines().filter(|l| l.to_ascii_lowercase().contains("error")).last().or(err.lines().last()).unwrap_or("").trim();
         return Err(format!("{what} failed ({last})"));
     }
     Ok(())

@@ -399,16 +399,7 @@ impl LocalTarget {
     }
 
     fn section(&self, k: BackendKind, addr: impl Fn(&Node) -> String) -> Section {
-        let mut s = Section::new(self.nodes.iter().filter(|n| n.backend == k && !n.replica).map(|n| addr(n)).collect());
-        if k == BackendKind::Postgres {
-            s.user = Some("postgres".into());
-            s.database = Some("postgres".into());
-        }
-        if k == BackendKind::Mariadb {
-            s.user = Some(mariadb::USER.into());
-            s.database = Some(mariadb::DATABASE.into());
-        }
-        s
+        Section::own_servers(k, self.nodes.iter().filter(|n| n.backend == k && !n.replica).map(|n| addr(n)).collect())
     }
 
     /// Where clients connect.
