@@ -367,6 +367,7 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         connect_timeout: a.connect_timeout,
         connections: a.connections,
         no_fail_on_violation: true,
+        properties: false,
         repeat: rounds,
         shard: None,
         start_at: None,
@@ -430,7 +431,8 @@ fn client_list(s: &str) -> Result<Vec<usize>, String> {
 struct RunArgs {
     /// Backends to run, comma-separated; `default` is the five families' own recipes
     /// (postgres, redis, redlock, zookeeper, etcd); `all` adds the other designs
-    /// (pg-advisory, pg-advisory-xact, redisson, etcd-v3lock); `memory` is the in-process reference.
+    /// (pg-advisory, pg-advisory-xact, mariadb, mariadb-get-lock, redisson, etcd-v3lock);
+    /// `memory` is the in-process reference.
     #[arg(long, default_value = "default", help_heading = "Target")]
     backends: String,
     /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,
@@ -519,6 +521,11 @@ struct RunArgs {
     /// exploratory runs.
     #[arg(long, help_heading = "Output")]
     no_fail_on_violation: bool,
+    /// After its phases, measure each backend's expiry (a holder vanishes: time to the next
+    /// grant, TTL 3s) and reentrancy (the holder acquires again), for the four-properties
+    /// table of the report.
+    #[arg(long, help_heading = "Output")]
+    properties: bool,
     /// Where the servers are: local (dlbench starts them), compose (the services of
     /// docker-compose.yml), external (the endpoints file given with --endpoints). The
     /// compose file's bench service sets DLBENCH_TARGET=compose.
@@ -603,6 +610,11 @@ struct LockArgs {
     /// Give up after waiting this long [default: wait until acquired]
     #[arg(long, value_parser = duration)]
     wait: Option<Duration>,
+    /// Chubby's lock-delay (etcd only): when the holder before us lost its session instead
+    /// of releasing, enter only this long after its claim went, so its in-flight writes
+    /// land first. 0s is off.
+    #[arg(long, value_parser = duration, default_value = "0s")]
+    lock_delay: Duration,
     /// The lock name.
     name: String,
     /// The command to run while holding the lock.
@@ -700,6 +712,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         soak: None,
         shard: a.shard.map(|s| crate::shard::ShardSpec { start_at: a.start_at, ..s }),
         resource: crate::resource_server::ResourceUrl::parse(&a.resource).map_err(anyhow::Error::msg)?,
+        properties: a.properties,
     })
 }
 
@@ -811,6 +824,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 name: &a.name,
                 ttl: a.ttl,
                 wait: a.wait,
+                lock_delay: a.lock_delay,
                 command: &a.command,
             })
             .await

@@ -554,7 +554,7 @@ async fn sleep_until(sh: &Shared, t: Instant) -> bool {
 async fn client_loop(sh: Arc<Shared>, c: usize) {
     let w = &sh.workload;
     let mut picker = KeyPicker::new(w, (sh.first_client + c) as u64);
-    let opts = AcquireOptions { ttl: w.ttl, wait: w.wait_timeout, retry_interval: w.retry_interval };
+    let opts = AcquireOptions { ttl: w.ttl, wait: w.wait_timeout, retry_interval: w.retry_interval, ..AcquireOptions::default() };
     let mut sample: Vec<u32> = Vec::new();
     // The process id in the history; a replacement client gets a fresh one.
     let mut p = (sh.first_client + c) as u64;

@@ -99,6 +99,13 @@ impl BackendKind {
         }]
     }
 
+    /// The designs that honour Chubby's lock-delay (`AcquireOptions::lock_delay`), known
+    /// before connecting so bad input is refused first; each backend's
+    /// `Capabilities::lock_delay` says the same (a conformance test holds them together).
+    pub fn lock_delay(self) -> bool {
+        self == BackendKind::Etcd
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Postgres => "postgres",

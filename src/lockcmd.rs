@@ -37,6 +37,7 @@ pub struct LockArgs<'a> {
     pub name: &'a str,
     pub ttl: Duration,
     pub wait: Option<Duration>,
+    pub lock_delay: Duration,
     pub command: &'a [String],
 }
 
@@ -80,6 +81,10 @@ pub async fn lock(a: LockArgs<'_>) -> anyhow::Result<i32> {
     if a.ttl < MIN_TTL {
         anyhow::bail!("--ttl {:?} is too short: a lock held from the shell needs at least {:?}", a.ttl, MIN_TTL);
     }
+    if !a.lock_delay.is_zero() && !a.backend.lock_delay() {
+        let has: Vec<&str> = BackendKind::ALL.iter().filter(|k| k.lock_delay()).map(|k| k.name()).collect();
+        anyhow::bail!("--lock-delay: {} has no lock-delay (it is offered by: {}); drop the flag or pick one of those", a.backend, has.join(", "));
+    }
     let (program, args) = a.command.split_first().ok_or_else(|| anyhow::anyhow!("no command given after --"))?;
     let endpoints = Endpoints::load(a.endpoints)?;
     // From here on SIGTERM and SIGHUP no longer kill us outright: each is handled below.
@@ -94,7 +99,7 @@ pub async fn lock(a: LockArgs<'_>) -> anyhow::Result<i32> {
     let client = backend.client().await.map_err(|e| anyhow::anyhow!("{}: {e}", a.backend))?;
     // No --wait means wait as long as it takes, as etcdctl does.
     let wait = a.wait.unwrap_or(Duration::from_secs(365 * 24 * 3600));
-    let opts = AcquireOptions::default().with_ttl(a.ttl).with_wait(wait).with_retry_interval(Duration::from_millis(50));
+    let opts = AcquireOptions::default().with_ttl(a.ttl).with_wait(wait).with_retry_interval(Duration::from_millis(50)).with_lock_delay(a.lock_delay);
     let acquired = tokio::select! {
         r = client.acquire(a.name, &opts) => r,
         sig = stops.recv() => {

@@ -69,6 +69,32 @@ pub struct RunPlan {
     /// `--resource redis://...`: the protected resource in its own server (see
     /// `resource_server`); `None` keeps it in this process.
     pub resource: Option<crate::resource_server::ResourceUrl>,
+    /// `--properties`: after its phases, measure each backend's expiry and reentrancy.
+    pub properties: bool,
+}
+
+/// The TTL the `--properties` expiry probe gives its holder (the scenarios' TTL).
+pub const PROPERTIES_TTL: Duration = Duration::from_secs(3);
+
+/// Expiry and reentrancy of one backend ([`dlbench_core::probe`]), on keys of its own.
+async fn probe_properties(backend: &Arc<dyn Backend>, key: &str) -> summary::Properties {
+    use dlbench_core::probe;
+    let mut errors = Vec::new();
+    let expiry_ms = match probe::expiry(backend, &format!("{key}-expiry"), PROPERTIES_TTL).await {
+        Ok(d) => Some(d.as_millis() as u64),
+        Err(e) => {
+            errors.push(format!("expiry: {e}"));
+            None
+        }
+    };
+    let reentrancy = match probe::reentrancy(backend, &format!("{key}-reentry")).await {
+        Ok(r) => Some(r.to_string()),
+        Err(e) => {
+            errors.push(format!("reentrancy: {e}"));
+            None
+        }
+    };
+    summary::Properties { ttl_ms: PROPERTIES_TTL.as_millis() as u64, expiry_ms, reentrancy, errors }
 }
 
 /// Where the servers are.
@@ -469,6 +495,27 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         }
     }
     }
+    if plan.properties {
+        for bi in 0..done.len() {
+            if cancel.is_cancelled() || done[bi].2.is_empty() {
+                continue;
+            }
+            let (kind, backend) = (done[bi].0, done[bi].1.clone());
+            eprintln!("dlbench: {kind:<9} properties: expiry (holder gone, TTL {}) and reentrancy", crate::util::fmt_duration(PROPERTIES_TTL));
+            let key = format!("dlbench-{}-properties-{kind}", dir.id);
+            let p = tokio::select! {
+                p = probe_properties(&backend, &key) => p,
+                _ = cancel.cancelled() => break,
+            };
+            for e in &p.errors {
+                eprintln!("dlbench: {kind}: {e}");
+            }
+            done[bi].2.properties = Some(p);
+            let mut partial = summary.clone();
+            partial.backends.extend(done.iter().filter(|d| !d.2.is_empty()).map(|d| backend_summary(d.0, &*d.1, &d.2)));
+            dir.write_json("summary.json", &partial)?;
+        }
+    }
     for d in done.iter().filter(|d| !d.2.is_empty()) {
         summary.backends.push(backend_summary(d.0, &*d.1, &d.2));
     }
@@ -495,6 +542,9 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         eprintln!("dlbench: the report could not be written: {e:#}");
     }
     println!("{}", crate::report::text::table(&summary));
+    if summary.backends.iter().any(|b| b.properties.is_some()) {
+        println!("{}", crate::report::text::properties_table(&summary));
+    }
     for f in crate::report::text::anomalies(&summary) {
         println!("anomaly: {f}");
     }

@@ -109,6 +109,7 @@ fn shipped_workloads_run_on_all_five_backends() {
         assert_eq!(ol["target_rate"], 200.0, "{name}: open-loop figures");
         assert!(ol["schedule_lag_ms"]["p99"].as_f64().is_some());
         assert!(stdout.lines().any(|l| l.starts_with(name)), "{name} missing from the table:\n{stdout}");
+        assert!(b["properties"].is_null(), "{name}: expiry and reentrancy are measured only with --properties");
         let hlog = dir.join("latest").join("hdr").join(format!("{name}-hot-key-acquire.hlog"));
         assert!(std::fs::read_to_string(&hlog).is_ok_and(|t| t.contains("HISTF")), "{}", hlog.display());
     }
@@ -242,6 +243,54 @@ fn lock_refuses_a_ttl_under_100ms() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
     assert!(err.contains("--ttl") && err.contains("100ms"), "{err}");
+}
+
+#[test]
+fn lock_refuses_a_lock_delay_the_backend_lacks() {
+    let dir = scratch("lock-delay");
+    // Refused before the endpoints file (which does not exist) is read.
+    let out = dlbench()
+        .args(["lock", "--endpoints"])
+        .arg(dir.join("no-such-endpoints.toml"))
+        .args(["--backend", "redis", "--lock-delay", "5s", "delay-name", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
+    assert!(err.contains("--lock-delay") && err.contains("redis") && err.contains("etcd"), "{err}");
+}
+
+/// `run --properties`: expiry and reentrancy measured per backend after its phases, in the
+/// summary and in the four-properties table of the terminal and of summary.md.
+#[test]
+fn properties_are_measured_and_reported() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("properties");
+    let out = dlbench()
+        .args(["run", "--backends", "redis,pg-advisory", "--workload", "hot-key", "--duration", "1s", "--warmup", "0s", "--properties", "--out"])
+        .arg(&dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "exit {}: {stdout}", out.status);
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("latest/summary.json")).unwrap()).unwrap();
+    let props = |name: &str| summary["backends"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap()["properties"].clone();
+    let redis = props("redis");
+    assert_eq!(redis["ttl_ms"], 3000, "{redis}");
+    // The key lives out its 3 s TTL: the next grant cannot come much sooner.
+    assert!(redis["expiry_ms"].as_u64().is_some_and(|ms| ms >= 2500), "redis expiry: {redis}");
+    assert!(redis["reentrancy"].as_str().is_some_and(|r| r.starts_with("blocks")), "redis reentrancy: {redis}");
+    let adv = props("pg-advisory");
+    assert!(adv["expiry_ms"].as_u64().is_some(), "pg-advisory expiry: {adv}");
+    assert_eq!(adv["reentrancy"], "granted, with a hold count", "{adv}");
+    let md = std::fs::read_to_string(dir.join("latest/summary.md")).unwrap();
+    assert!(md.contains("## The four properties"), "{md}");
+    let row = md.lines().find(|l| l.starts_with("| database | pg-advisory |")).unwrap_or_else(|| panic!("no pg-advisory row:\n{md}"));
+    assert!(row.contains("granted, with a hold count") && row.contains("(TTL 3 s)"), "{row}");
+    assert!(stdout.lines().any(|l| l.starts_with("| Redis | redis |") && l.contains("blocks")), "{stdout}");
+    assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
 }
 
 /// Whether `pid` is a live process (a zombie waiting for its reaper does not count).

@@ -92,20 +92,23 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     }
     assert!(summary["versions"]["etcd"].as_str().is_some_and(|v| v.starts_with('3')), "etcd version asked of the server: {}", summary["versions"]);
 
-    // The MariaDB designs on the mariadb service: its user and database found by the target,
-    // its version read from the server's greeting.
+    // The designs beyond the default five, on the same services: the MariaDB ones on the
+    // mariadb service (its user and database found by the target, its version read from the
+    // server's greeting), the others beside the default design of their server.
+    let more = ["pg-advisory", "pg-advisory-xact", "mariadb", "mariadb-get-lock", "redisson", "etcd-v3lock"];
+    let list = more.join(",");
     let out = dlbench()
-        .args(["run", "--target", "compose", "--compose-project", PROJECT, "--backends", "mariadb,mariadb-get-lock"])
+        .args(["run", "--target", "compose", "--compose-project", PROJECT, "--backends", list.as_str()])
         .args(["--duration", "3s", "--warmup", "1s", "--out"])
         .arg(dir.join("mariadb"))
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "mariadb run on compose failed:\n{stdout}");
+    assert!(out.status.success(), "run of the other designs on compose failed:\n{stdout}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("mariadb/latest/summary.json")).unwrap()).unwrap();
-    for b in ["mariadb", "mariadb-get-lock"] {
+    for b in more {
         let s = summary["backends"].as_array().unwrap().iter().find(|x| x["name"] == b).unwrap_or_else(|| panic!("{b} missing:\n{stdout}"));
         assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{b}: nothing acquired on compose");
         assert_eq!(s["overlaps"], 0, "{b}: overlaps without faults");

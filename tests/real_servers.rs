@@ -554,3 +554,72 @@ mod redlock_faults {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Curator's `InterProcessMutex` is reentrant per thread: the holder acquiring again is
+/// granted and counted (another client still finds it held after one release).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_is_reentrant_as_curator_is() {
+    use dlbench_core::conformance::{reentrancy, Reentrancy};
+    assert_eq!(reentrancy(support::backend(BackendKind::Zookeeper).await).await, Reentrancy::Granted { counted: true });
+}
+
+/// Chubby's lock-delay on the designs that offer it (etcd's client recipe).
+mod lock_delay {
+    use super::*;
+    use dlbench_core::{conformance::unique_key, AcquireOptions};
+    use std::time::Instant;
+
+    /// What `dlbench lock` checks before connecting agrees with what each backend says.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_kind_and_the_backend_agree() {
+        for kind in BackendKind::ALL.into_iter().filter(|k| *k != BackendKind::Memory) {
+            let caps = support::backend(kind).await.capabilities();
+            assert_eq!(caps.lock_delay, kind.lock_delay(), "{kind}");
+        }
+    }
+
+    /// A waiter queued behind a holder whose session is lost (abandoned: keep-alives stop,
+    /// the lease expires on the servers) enters no sooner than the delay after; behind a
+    /// holder that releases, it enters at once. A lower bound and a generous upper one: the
+    /// delay is a sleep, so a slow machine only lengthens the first and the hand-off takes
+    /// milliseconds, not the 6 s delay.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waits_after_a_lost_session_not_after_a_release() {
+        let delay = Duration::from_secs(6);
+        let backend = support::backend(BackendKind::Etcd).await;
+        let o = AcquireOptions::default().with_ttl(Duration::from_secs(2)).with_wait(Duration::from_secs(30));
+        for lost in [true, false] {
+            let key = unique_key("lock-delay");
+            let a = backend.client().await.unwrap();
+            let held = a.acquire(&key, &o).await.unwrap();
+            let b = backend.client().await.unwrap();
+            let waiter = {
+                let (key, o) = (key.clone(), o.clone().with_lock_delay(delay));
+                tokio::spawn(async move {
+                    let r = b.acquire(&key, &o).await.map(|l| (Instant::now(), l));
+                    (b, r)
+                })
+            };
+            // Let the waiter queue behind the holder first.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert!(!waiter.is_finished(), "the waiter got in while the lock was held");
+            let gone_at = Instant::now();
+            if lost {
+                a.abandon().await;
+            } else {
+                a.release(held).await.unwrap();
+            }
+            let (b, r) = waiter.await.unwrap();
+            let (granted_at, l) = r.unwrap_or_else(|e| panic!("lost={lost}: the waiter never got the lock: {e}"));
+            let after = granted_at - gone_at;
+            if lost {
+                assert!(after >= delay, "granted {after:?} after the holder's session stopped, under the {delay:?} lock-delay");
+            } else {
+                assert!(after < delay, "granted {after:?} after a release: the lock-delay applied to a released lock");
+            }
+            b.release(l).await.unwrap();
+            a.close().await;
+            b.close().await;
+        }
+    }
+}

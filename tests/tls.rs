@@ -1,4 +1,4 @@
-//! TLS end to end: Redis, etcd and PostgreSQL servers that accept only TLS with a client
+//! TLS end to end: Redis, etcd, PostgreSQL and MariaDB servers that accept only TLS with a client
 //! certificate (mutual TLS), reached through an endpoints section's `[x.tls]`, the way an
 //! external target is. A lock cycle works with the CA and the client certificate, and fails
 //! without the client certificate, so the TLS path is really in use.
@@ -209,4 +209,40 @@ async fn postgres_over_mutual_tls() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     check(BackendKind::Postgres, plain, &pki).await;
     drop(target);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_over_mutual_tls() {
+    let dir = scratch("mariadb");
+    let pki = pki(&dir.join("pki"));
+    let bins = dlbench::cluster::local::bins::find(&[BackendKind::Mariadb]).expect("mariadb-server installed");
+    let port = PortClaims::new().claim().unwrap();
+    // dlbench's own node, as the local target prepares it, started with TLS on.
+    let plan = dlbench::cluster::local::mariadb::prepare(
+        bins.mariadb_install_db.as_ref().unwrap(),
+        bins.mariadbd.as_ref().unwrap(),
+        &dir,
+        &dir.join("logs"),
+        port,
+        None,
+    )
+    .expect("prepare mariadb");
+    let spec = plan
+        .spec
+        .arg(format!("--ssl-ca={}", pki.ca.display()))
+        .arg(format!("--ssl-cert={}", pki.server_cert.display()))
+        .arg(format!("--ssl-key={}", pki.server_key.display()));
+    let p = Process::start(spec).expect("start mariadbd");
+    wait_log(&p, "ready for connections").await;
+    // From now on the server admits dlbench only with a client certificate its CA signed
+    // (asked over a plain connection, before the requirement holds).
+    let out = Command::new("mariadb")
+        .args(["--no-defaults", "--skip-ssl", "-h", "127.0.0.1", "-P", &port.to_string(), "-u", "dlbench", "-e"])
+        .arg("ALTER USER 'dlbench'@'127.0.0.1' REQUIRE X509")
+        .output()
+        .expect("run the mariadb client (Debian package mariadb-client)");
+    assert!(out.status.success(), "ALTER USER: {}", String::from_utf8_lossy(&out.stderr));
+    check(BackendKind::Mariadb, format!("127.0.0.1:{port}"), &pki).await;
+    check(BackendKind::MariadbGetLock, format!("127.0.0.1:{port}"), &pki).await;
+    p.stop(Duration::from_secs(3));
 }

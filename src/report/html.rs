@@ -252,6 +252,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         h.push_str("</ul>");
     }
 
+    h.push_str(&properties(s));
     h.push_str(&cost(s));
     h.push_str(&scaling(s));
     h.push_str(&shards(s));
@@ -449,6 +450,13 @@ fn cells_table(id: &str, title: &str, header: &[&str], rows: &[Vec<String>], lef
     }
     let _ = write!(h, "</table></div><p>{}</p>", esc(note));
     h
+}
+
+/// The four-properties table (see `text::properties_rows`).
+fn properties(s: &crate::summary::Summary) -> String {
+    use crate::report::text::{properties_rows, PROPERTIES_HEADER, PROPERTIES_NOTE};
+    let rows: Vec<Vec<String>> = properties_rows(s).into_iter().map(Vec::from).collect();
+    cells_table("properties", "The four properties", &PROPERTIES_HEADER, &rows, &[0, 1, 2, 4, 5, 6], PROPERTIES_NOTE)
 }
 
 /// The cost-per-acquisition table (see `text::cost_rows`).

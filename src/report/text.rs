@@ -189,6 +189,7 @@ pub fn markdown(s: &Summary) -> String {
             conns.join(", ")
         ));
     }
+    out.push_str(&format!("\n## The four properties\n\n{}\n{PROPERTIES_NOTE}\n", properties_table(s)));
     out.push_str(&cost_markdown(s));
     out.push_str(&scaling_markdown(s));
     out.push_str(&shard_markdown(s));
@@ -217,6 +218,58 @@ pub fn markdown(s: &Summary) -> String {
     if let Some(c) = &s.calibration {
         out.push('\n');
         out.push_str(&calibration_markdown(c));
+    }
+    out
+}
+
+pub const PROPERTIES_HEADER: [&str; 7] = [
+    "family",
+    "design",
+    "mutual exclusion (verdict)",
+    "acq/s",
+    "availability under faults",
+    "expiry: holder gone -> next grant",
+    "reentrancy: the holder acquires again",
+];
+pub const PROPERTIES_NOTE: &str = "The four properties a distributed lock is judged by, each as this run measured it: \
+mutual exclusion is the verdict (\"weak\" when holders were inside too little of the time to see a second one); \
+availability is the grant rate while faults were applied against the rate without them, and the time from the last \
+heal to the next grant (no fault, no figure); expiry is the time from a holder vanishing without a release \
+(keep-alives stopped, connection dropped where the lock lives on one) to another client's grant; reentrancy is what \
+a second acquire by the holder did (granted with a hold count, granted without one so the first release frees it, \
+or blocked until its 500 ms wait ran out). Expiry and reentrancy are measured only with `run --properties`.";
+
+/// One row per backend (grouped by family) of the four-properties table.
+pub fn properties_rows(s: &Summary) -> Vec<[String; 7]> {
+    let unmeasured = || "not measured (run --properties)".to_string();
+    by_family(s)
+        .into_iter()
+        .filter(|b| b.failure.is_none())
+        .map(|b| {
+            let avail = match &b.availability {
+                Some(a) => format!(
+                    "{} of the no-fault rate; {}",
+                    a.ratio.map_or("unknown".into(), |r| format!("{:.0}%", r * 100.0)),
+                    if a.recovered { format!("granted {} ms after the last heal", a.recovery_ms) } else { "no grant after the last heal".into() }
+                ),
+                None => "no fault applied: not measured".into(),
+            };
+            let p = b.properties.as_ref();
+            let expiry = p.map_or_else(unmeasured, |p| match p.expiry_ms {
+                Some(ms) => format!("{:.2} s (TTL {:.0} s)", ms as f64 / 1000.0, p.ttl_ms as f64 / 1000.0),
+                None => format!("not measured: {}", p.errors.join("; ")),
+            });
+            let re = p.map_or_else(unmeasured, |p| p.reentrancy.clone().unwrap_or_else(|| format!("not measured: {}", p.errors.join("; "))));
+            [family(b).to_string(), b.name.clone(), verdict_cell(b.verdict.as_ref()), format!("{:.0}", b.ops_per_sec), avail, expiry, re]
+        })
+        .collect()
+}
+
+/// The four-properties table in Markdown (also what the terminal shows).
+pub fn properties_table(s: &Summary) -> String {
+    let mut out = format!("| {} |\n|{}\n", PROPERTIES_HEADER.join(" | "), "---|".repeat(PROPERTIES_HEADER.len()));
+    for r in properties_rows(s) {
+        out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
     out
 }

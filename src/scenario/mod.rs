@@ -150,14 +150,38 @@ pub fn find(id: &str) -> Option<&'static Scenario> {
     CATALOGUE.iter().find(|s| s.id.eq_ignore_ascii_case(id))
 }
 
+/// How long the holder stalls in the fixed-length cases of S1 and S6, and the lock-delay
+/// the next client keeps in the lock-delay cases: the stall ends 3 s after the session
+/// (3 s TTL) can have expired, well before expiry plus the delay.
+pub const FIXED_STALL: Duration = Duration::from_secs(6);
+pub const LOCK_DELAY: Duration = Duration::from_secs(6);
+
+/// The cases of S1 and S6 on a backend: (name, timing, expected without, with fencing). On
+/// a design with Chubby's lock-delay they show what it buys and what it does not: a
+/// fixed-length stall without and with the delay, and a stall that outlasts the delay.
+fn stall_cases(id: &str, kind: BackendKind) -> Vec<(&'static str, scripts::Timing, Expect, Expect)> {
+    let plain = scripts::Timing::default();
+    // A session advisory lock (and GET_LOCK) has no TTL: the server keeps it while the
+    // paused holder's connection stays open, so the next client waits instead of getting in.
+    if id == "S1" && matches!(kind, BackendKind::PgAdvisory | BackendKind::MariadbGetLock) {
+        return vec![("", plain, Expect::NoViolation, Expect::NoViolation)];
+    }
+    let mut v = vec![("", plain, Expect::Violation, Expect::Rejected)];
+    if kind.lock_delay() {
+        let fixed = scripts::Timing { stall_for: Some(FIXED_STALL), lock_delay: Duration::ZERO };
+        v.push(("stall 6 s", fixed, Expect::Violation, Expect::Rejected));
+        v.push(("stall 6 s, lock-delay 6 s", scripts::Timing { lock_delay: LOCK_DELAY, ..fixed }, Expect::NoViolation, Expect::NoViolation));
+        v.push(("lock-delay 6 s, stall outlasting it", scripts::Timing { lock_delay: LOCK_DELAY, ..plain }, Expect::Violation, Expect::Rejected));
+    }
+    v
+}
+
 /// The cases of an entry on a backend, with what each expects (without, with fencing).
 fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
-    let fenced = |v: Expect| if has_tokens { v } else { Expect::Violation };
+    let fenced = |v: Expect| if has_tokens || v == Expect::NoViolation { v } else { Expect::Violation };
     match id {
-        // A session advisory lock (and GET_LOCK) has no TTL: the server keeps it while the
-        // paused holder's connection stays open, so the next client waits instead of getting in.
-        "S1" if matches!(kind, BackendKind::PgAdvisory | BackendKind::MariadbGetLock) => vec![("", Expect::NoViolation, Expect::NoViolation)],
-        "S1" | "S2" | "S3" | "S6" => vec![("", Expect::Violation, fenced(Expect::Rejected))],
+        "S1" | "S6" => stall_cases(id, kind).into_iter().map(|(c, _, off, on)| (c, off, fenced(on))).collect(),
+        "S2" | "S3" => vec![("", Expect::Violation, fenced(Expect::Rejected))],
         // The promoted replica missed the holder's INCR too: its counter hands the next
         // holder the token the old holder has, so fencing refuses the new, legitimate holder.
         "S5" => vec![("", Expect::Violation, fenced(Expect::FencingBroken))],
@@ -344,14 +368,19 @@ pub async fn run_entry(
         observed.push((case.to_string(), o));
     };
     match id {
-        "S1" => push("", id, scripts::stalled_holder(&ctx, id, Stall::Pause, scripts::TTL).await?),
-        "S6" => push("", id, scripts::stalled_holder(&ctx, id, Stall::Partition, scripts::TTL).await?),
+        "S1" | "S6" => {
+            let stall = if id == "S1" { Stall::Pause } else { Stall::Partition };
+            for (case, timing, _, _) in stall_cases(id, kind) {
+                let name = if case.is_empty() { id.to_string() } else { format!("{id}-{}", case.replace([' ', ','], "-").replace("--", "-")) };
+                push(case, &name, scripts::stalled_holder(&ctx, &name, stall, scripts::TTL, timing).await?);
+            }
+        }
         "J1" => {
             // Jepsen's lease: 2 s.
             let ttl = Duration::from_secs(2);
             for (case, stall) in [("process pause", Stall::Pause), ("partition", Stall::Partition)] {
                 let name = format!("J1-{}", case.replace(' ', "-"));
-                push(case, &name, scripts::stalled_holder(&ctx, &name, stall, ttl).await?);
+                push(case, &name, scripts::stalled_holder(&ctx, &name, stall, ttl, scripts::Timing::default()).await?);
             }
         }
         "S2" => push("", id, scripts::delayed_write(&ctx, id).await?),
@@ -425,6 +454,8 @@ pub fn judge_entry(
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut s = String::new();
     let mut last: Option<&str> = None;
+    // The case column as wide as its longest name, so the rows stay aligned.
+    let width = outcomes.iter().map(|o| if o.case.is_empty() { 0 } else { o.case.chars().count() + 2 }).max().unwrap_or(0).max(22);
     for o in outcomes {
         if last != Some(o.scenario.as_str()) {
             last = Some(o.scenario.as_str());
@@ -435,7 +466,7 @@ pub fn table(outcomes: &[Outcome]) -> String {
         }
         let name = if o.case.is_empty() { String::new() } else { format!("({})", o.case) };
         s.push_str(&format!(
-            "  {:<22} {:<9} fencing {:<3}  expected {:<30} observed {:<60} {}\n",
+            "  {:<width$} {:<9} fencing {:<3}  expected {:<30} observed {:<60} {}\n",
             name,
             o.backend,
             o.fencing,

@@ -194,9 +194,20 @@ pub enum Stall {
     Partition,
 }
 
+/// How long a stall lasts and whether the next client keeps Chubby's lock-delay.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timing {
+    /// `None`: the holder resumes only after the next client has been and gone (the stall
+    /// outlasts everything). `Some(d)`: the holder resumes `d` after it stalled, whether or
+    /// not the next client got in meanwhile.
+    pub stall_for: Option<Duration>,
+    /// The next client's `AcquireOptions::lock_delay` (zero: off).
+    pub lock_delay: Duration,
+}
+
 /// S1 / S6 (and J1 with a 2 s lease): the holder stalls inside its critical section past its
 /// TTL; the next client gets the lock; the stalled holder then writes with its old token.
-pub async fn stalled_holder(ctx: &Ctx, name: &str, stall: Stall, ttl: Duration) -> anyhow::Result<Observed> {
+pub async fn stalled_holder(ctx: &Ctx, name: &str, stall: Stall, ttl: Duration, timing: Timing) -> anyhow::Result<Observed> {
     let st = Stage::open(ctx, name, ttl, 2).await;
     let net = ctx.net()?;
     let (group, vb) = ctx.dedicated().await?;
@@ -211,28 +222,50 @@ pub async fn stalled_holder(ctx: &Ctx, name: &str, stall: Stall, ttl: Duration) 
     net.cut_clients(group, &nodes);
     st.event(what, "start", &["holder"]);
     // The next client waits for the lock; it should get it once the holder's lease or
-    // session has expired on the servers.
-    let wait = ttl * 4 + Duration::from_secs(10);
-    let got = match next.acquire(&st.key, &opts(ttl, wait)).await {
-        Ok(l) => {
-            st.use_and_release(&next, l).await;
-            true
-        }
-        Err(e) => {
-            st.note(format!("the next client never got the lock: {e}"));
-            false
+    // session has expired on the servers (and, with a lock-delay, that long after).
+    let wait = ttl * 4 + Duration::from_secs(10) + timing.lock_delay;
+    let next_turn = async {
+        match next.acquire(&st.key, &opts(ttl, wait).with_lock_delay(timing.lock_delay)).await {
+            Ok(l) => {
+                st.use_and_release(&next, l).await;
+                true
+            }
+            Err(e) => {
+                st.note(format!("the next client never got the lock: {e}"));
+                false
+            }
         }
     };
-    if stall == Stall::Pause {
-        net.heal();
-        st.event(what, "end", &["holder"]);
-        sv.write_incremented();
-    } else {
-        sv.write_incremented();
-        net.heal();
-        st.event(what, "end", &["holder"]);
-    }
-    sv.exit();
+    // The stalled holder comes back: a paused one writes once it runs again; a partitioned
+    // one writes while still cut off, unaware its lease is gone.
+    let resume = |sv: &mut dlbench_core::Section<'_>| {
+        if stall == Stall::Pause {
+            net.heal();
+            st.event(what, "end", &["holder"]);
+            sv.write_incremented();
+        } else {
+            sv.write_incremented();
+            net.heal();
+            st.event(what, "end", &["holder"]);
+        }
+        // Out of the section once its write is in: with a fixed stall the next client may
+        // still be on its way, and a section left open would count as an overlap.
+        sv.exit();
+    };
+    let got = match timing.stall_for {
+        None => {
+            let got = next_turn.await;
+            resume(&mut sv);
+            got
+        }
+        Some(d) => {
+            let back = async {
+                tokio::time::sleep(d).await;
+                resume(&mut sv);
+            };
+            tokio::join!(next_turn, back).0
+        }
+    };
     holder.section(sv.record());
     drop(sv);
     match holder.release(lease).await {

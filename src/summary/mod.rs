@@ -292,6 +292,25 @@ pub struct BackendSummary {
     /// Why this backend could not be measured, if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Expiry and reentrancy, measured after the phases by `run --properties`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub properties: Option<Properties>,
+}
+
+/// Two of the four properties a lock is judged by, measured on the servers by
+/// `dlbench_core::probe` (the other two, mutual exclusion and availability, are the
+/// verdict and the fault figures).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Properties {
+    /// The TTL, lease or session timeout the expiry probe's holder had.
+    pub ttl_ms: u64,
+    /// From the holder vanishing without a release to the next client's grant.
+    pub expiry_ms: Option<u64>,
+    /// What a second acquire by the holder did, e.g. "granted, with a hold count".
+    pub reentrancy: Option<String>,
+    /// Why a probe measured nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 /// The whole run.
@@ -485,11 +504,13 @@ pub struct BackendAcc {
     lag: Histogram<u64>,
     secs: f64,
     workloads: Vec<WorkloadSummary>,
+    /// Set by `run --properties` once the phases are done.
+    pub properties: Option<Properties>,
 }
 
 impl Default for BackendAcc {
     fn default() -> Self {
-        BackendAcc { all: Totals::default(), lag: new_histogram(), secs: 0.0, workloads: Vec::new() }
+        BackendAcc { all: Totals::default(), lag: new_histogram(), secs: 0.0, workloads: Vec::new(), properties: None }
     }
 }
 
@@ -541,6 +562,7 @@ impl BackendAcc {
             nemesis: workloads.iter().flat_map(|w| w.nemesis.clone()).collect(),
             workloads,
             failure: None,
+            properties: self.properties.clone(),
         }
     }
 }
@@ -633,6 +655,7 @@ impl BackendSummary {
             nemesis: Vec::new(),
             workloads: Vec::new(),
             failure: Some(why),
+            properties: None,
         }
     }
 }

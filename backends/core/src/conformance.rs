@@ -106,20 +106,9 @@ pub async fn release_admits_waiter(backend: Arc<dyn Backend>) {
 
 /// A holder that vanishes without releasing loses the lock to TTL or session expiry.
 pub async fn abandoned_lock_expires(backend: Arc<dyn Backend>, ttl: Duration) {
-    let key = unique_key("abandon");
-    let a = backend.client().await.expect("client a");
-    let o = opts(ttl.as_secs().max(1), Duration::from_secs(5));
-    let _held = a.acquire(&key, &o).await.expect("a acquires");
-    a.abandon().await;
-    let b = backend.client().await.expect("client b");
-    let started = Instant::now();
-    let wait = ttl * 4 + Duration::from_secs(10);
-    let lb = b
-        .acquire(&key, &o.clone().with_wait(wait))
-        .await
-        .unwrap_or_else(|e| panic!("b never got the lock {:?} after a vanished: {e}", started.elapsed()));
-    b.release(lb).await.expect("b releases");
-    b.close().await;
+    let ttl = Duration::from_secs(ttl.as_secs().max(1));
+    let after = crate::probe::expiry(&backend, &unique_key("abandon"), ttl).await.unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
+    eprintln!("expiry {}: {after:?} (TTL {ttl:?})", backend.name());
 }
 
 /// Tokens strictly increase across successive holders, each from a different client.
@@ -181,54 +170,13 @@ pub async fn wait_timeout_is_definite(backend: Arc<dyn Backend>) {
     }
 }
 
-/// What a second acquire of a held key by its own holder did (issue 16 item 1: measured,
-/// never declared per backend).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reentrancy {
-    /// Granted again. `counted`: after releasing the first lease another client still finds
-    /// the lock held (a hold count); otherwise the first release freed it under the second.
-    Granted { counted: bool },
-    /// Waited out its wait: the holder blocks itself until its own lock goes.
-    Blocks,
-    /// Refused at once, with this error kind.
-    Errors(&'static str),
-}
+pub use crate::probe::Reentrancy;
 
-/// The holder acquires its own lock again (500 ms wait) and the outcome is measured; whatever
-/// it was, once the holder has released everything the lock must be free for another client.
+/// The holder acquires its own lock again and the outcome is measured ([`crate::probe`]);
+/// whatever it was, once the holder has released everything the lock must be free for
+/// another client.
 pub async fn reentrancy(backend: Arc<dyn Backend>) -> Reentrancy {
-    let key = unique_key("reentrant");
-    let a = backend.client().await.expect("client a");
-    let b = backend.client().await.expect("client b");
-    let first = a.acquire(&key, &opts(10, Duration::from_secs(5))).await.expect("a acquires a free lock");
-    let measured = match a.acquire(&key, &opts(10, Duration::from_millis(500))).await {
-        Ok(second) => {
-            let _ = a.release(first).await;
-            let probe = b.acquire(&key, &opts(10, Duration::ZERO)).await;
-            let counted = matches!(probe, Err(ref e) if e.is_contention());
-            if let Ok(l) = probe {
-                b.release(l).await.expect("b releases");
-            }
-            // Not held any more when the first release freed it: that is the measurement.
-            let _ = a.release(second).await;
-            Reentrancy::Granted { counted }
-        }
-        Err(LockError::Timeout(_)) => {
-            a.release(first).await.expect("a releases");
-            Reentrancy::Blocks
-        }
-        Err(e) => {
-            a.release(first).await.expect("a releases");
-            Reentrancy::Errors(e.kind())
-        }
-    };
-    let lb = b
-        .acquire(&key, &opts(10, Duration::from_secs(10)))
-        .await
-        .unwrap_or_else(|e| panic!("{}: after {measured:?} and the holder's releases, the lock is not free: {e}", backend.name()));
-    b.release(lb).await.expect("b releases");
-    a.close().await;
-    b.close().await;
+    let measured = crate::probe::reentrancy(&backend, &unique_key("reentrant")).await.unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
     eprintln!("reentrancy {}: {measured:?}", backend.name());
     measured
 }

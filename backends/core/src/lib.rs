@@ -19,6 +19,7 @@ mod lock;
 mod resource;
 mod tls;
 
+pub mod probe;
 pub use error::LockError;
 pub use lock::{
     AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,

@@ -62,6 +62,8 @@ pub struct Capabilities {
     pub fifo: bool,
     pub expiry: Expiry,
     pub wait: WaitStyle,
+    /// Honours [`AcquireOptions::lock_delay`] (Chubby's lock-delay).
+    pub lock_delay: bool,
 }
 
 /// How a backend's logical clients reach the servers.
@@ -109,6 +111,11 @@ pub struct AcquireOptions {
     pub wait: Duration,
     /// Delay between attempts for polling backends (jittered by the backend).
     pub retry_interval: Duration,
+    /// Chubby's lock-delay: once a holder's session is lost (not released), the lock stays
+    /// unavailable this long, so an unfenced old holder's in-flight writes drain before
+    /// anyone else enters. `ZERO` (the default) is off. Only backends whose
+    /// [`Capabilities::lock_delay`] is true honour it; callers must refuse it elsewhere.
+    pub lock_delay: Duration,
 }
 
 impl Default for AcquireOptions {
@@ -117,6 +124,7 @@ impl Default for AcquireOptions {
             ttl: Duration::from_secs(10),
             wait: Duration::from_secs(10),
             retry_interval: Duration::from_millis(5),
+            lock_delay: Duration::ZERO,
         }
     }
 }
@@ -132,6 +140,10 @@ impl AcquireOptions {
     }
     pub fn with_retry_interval(mut self, d: Duration) -> Self {
         self.retry_interval = d;
+        self
+    }
+    pub fn with_lock_delay(mut self, d: Duration) -> Self {
+        self.lock_delay = d;
         self
     }
 }

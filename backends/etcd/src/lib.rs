@@ -176,6 +176,9 @@ impl Backend for EtcdBackend {
             fifo: true,
             expiry: Expiry::Session,
             wait: WaitStyle::Watch,
+            // The waiter-side lock-delay lives in the client recipe; v3lock's waiting
+            // happens inside the member.
+            lock_delay: self.recipe == Recipe::Client,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
@@ -364,11 +367,15 @@ fn gone_on_retry(lease_ttl: Result<i64, etcd_client::Error>, key: &str, lease_id
     }
 }
 
-fn first_kv_rev(r: &TxnOpResponse) -> Option<i64> {
+fn first_kv(r: &TxnOpResponse) -> Option<&etcd_client::KeyValue> {
     match r {
-        TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.create_revision()),
+        TxnOpResponse::Get(g) => g.kvs().first(),
         _ => None,
     }
+}
+
+fn first_kv_rev(r: &TxnOpResponse) -> Option<i64> {
+    first_kv(r).map(|kv| kv.create_revision())
 }
 
 impl EtcdLock {
@@ -408,8 +415,9 @@ impl EtcdLock {
         }
     }
 
-    /// Wait until no claim under `pfx` is older than ours (Go's `waitDeletes`).
-    async fn wait_predecessors(&self, pfx: &str, my_rev: i64, session: &Session) -> Result<(), LockError> {
+    /// Wait until no claim under `pfx` is older than ours (Go's `waitDeletes`). Returns the
+    /// lease of each predecessor seen to go and when we saw it go, for the lock-delay.
+    async fn wait_predecessors(&self, pfx: &str, my_rev: i64, session: &Session, owner: Option<(i64, i64)>) -> Result<Vec<(i64, Instant)>, LockError> {
         let kv = self.client.kv_client();
         let watch = self.client.watch_client();
         let rt = self.config.request_timeout;
@@ -422,6 +430,17 @@ impl EtcdLock {
             })
         };
         let mut lost = session.lost.subscribe();
+        // (lease, create revision) of each older claim met, and those seen gone. A claim
+        // never comes back under the same create revision, so one not found is gone.
+        let mut seen: Vec<(i64, i64)> = owner.into_iter().collect();
+        let mut gone: Vec<(i64, Instant)> = Vec::new();
+        let mut note_gone = |seen: &[(i64, i64)], current: Option<i64>| {
+            for &(lease, rev) in seen {
+                if Some(rev) != current && !gone.iter().any(|(l, _)| *l == lease) {
+                    gone.push((lease, Instant::now()));
+                }
+            }
+        };
         loop {
             let opts = GetOptions::new()
                 .with_prefix()
@@ -429,7 +448,14 @@ impl EtcdLock {
                 .with_max_create_revision(my_rev - 1)
                 .with_limit(1);
             let resp = get(pfx.as_bytes().to_vec(), Some(opts)).await.0.map_err(|e| definite(e, &self.config))?;
-            let Some(pred) = resp.kvs().first() else { return Ok(()) };
+            let Some(pred) = resp.kvs().first() else {
+                note_gone(&seen, None);
+                return Ok(gone);
+            };
+            note_gone(&seen, Some(pred.create_revision()));
+            if !seen.iter().any(|&(_, r)| r == pred.create_revision()) {
+                seen.push((pred.lease(), pred.create_revision()));
+            }
             let pred_key = pred.key().to_vec();
             let pred_rev = pred.create_revision();
             let seen_at = resp.header().map(|h| h.revision()).unwrap_or(0);
@@ -472,6 +498,46 @@ impl EtcdLock {
                 }
             }
         }
+    }
+}
+
+impl EtcdLock {
+    /// Chubby's lock-delay, on the waiter's side: if a predecessor we saw go was taken by
+    /// its lease ending (session lost, not a release: a released claim's lease lives on
+    /// with its session), keep our claim and wait until `delay` has passed since we saw it
+    /// go, so the lost holder's in-flight writes land first. Our own claim stays in the
+    /// queue meanwhile, so nobody behind us gets in either.
+    async fn lock_delay(&self, gone: &[(i64, Instant)], delay: Duration, session: &Session) -> Result<(), LockError> {
+        let leases = self.client.lease_client();
+        let mut until: Option<Instant> = None;
+        for &(lease, at) in gone {
+            if lease == 0 {
+                continue;
+            }
+            let (ttl, _) = retrying(self.config.request_timeout, || {
+                let mut leases = leases.clone();
+                async move { leases.time_to_live(lease, None).await }
+            })
+            .await;
+            let lost = match ttl {
+                Ok(r) => r.ttl() < 0,
+                Err(etcd_client::Error::GRpcStatus(s)) if s.code() == tonic::Code::NotFound => true,
+                // Unknown: assume the worst, as the delay is there for safety.
+                Err(_) => true,
+            };
+            if lost {
+                tracing::debug!("etcd lock-delay: predecessor's lease {lease:x} is gone; waiting {delay:?}");
+                until = until.max(Some(at + delay));
+            }
+        }
+        if let Some(until) = until {
+            let mut lost = session.lost.subscribe();
+            tokio::select! {
+                reason = lost.lost() => return Err(LockError::SessionLost(reason)),
+                _ = tokio::time::sleep_until(until.into()) => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -531,7 +597,15 @@ impl DistLock for EtcdLock {
                 };
             }
             tracing::debug!("etcd acquire {key}: waiting behind rev {my_rev}");
-            let waited = tokio::time::timeout_at(deadline.into(), self.wait_predecessors(&pfx, my_rev, &session)).await;
+            let owner = ops.get(1).and_then(first_kv).map(|kv| (kv.lease(), kv.create_revision()));
+            let wait_and_delay = async {
+                let gone = self.wait_predecessors(&pfx, my_rev, &session, owner).await?;
+                if !opts.lock_delay.is_zero() {
+                    self.lock_delay(&gone, opts.lock_delay, &session).await?;
+                }
+                Ok(())
+            };
+            let waited = tokio::time::timeout_at(deadline.into(), wait_and_delay).await;
             tracing::debug!("etcd acquire {key}: waited: {:?}", waited.as_ref().map(|r| r.as_ref().err()));
             let failure = match waited {
                 Ok(Ok(())) => None,

@@ -85,6 +85,7 @@ impl Backend for GetLockBackend {
             fifo: false,
             expiry: Expiry::Session,
             wait: WaitStyle::Watch,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {

@@ -202,7 +202,7 @@ impl Backend for TableBackend {
         "mariadb"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { consistency: Consistency::Cp, fencing: true, fifo: false, expiry: Expiry::Ttl, wait: WaitStyle::Poll }
+        Capabilities { consistency: Consistency::Cp, fencing: true, fifo: false, expiry: Expiry::Ttl, wait: WaitStyle::Poll, lock_delay: false }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
         let pool = match self.connections {

@@ -121,6 +121,7 @@ impl Backend for MemoryBackend {
             fifo: true,
             expiry: Expiry::Ttl,
             wait: WaitStyle::Notify,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {

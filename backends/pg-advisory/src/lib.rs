@@ -155,6 +155,7 @@ impl Backend for AdvisoryBackend {
                 Scope::Xact => Expiry::Ttl,
             },
             wait: WaitStyle::Watch,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {

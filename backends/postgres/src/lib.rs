@@ -192,6 +192,7 @@ impl Backend for PgBackend {
             fifo: false,
             expiry: Expiry::Ttl,
             wait: WaitStyle::Poll,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {

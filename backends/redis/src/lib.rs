@@ -72,6 +72,7 @@ impl Backend for RedisBackend {
             fifo: false,
             expiry: Expiry::Ttl,
             wait: WaitStyle::Poll,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {

@@ -226,6 +226,7 @@ impl Backend for RedissonBackend {
             expiry: Expiry::Ttl,
             // The release's message wakes the waiters (all of them: they race for it).
             wait: WaitStyle::Watch,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {

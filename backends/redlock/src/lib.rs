@@ -86,6 +86,7 @@ impl Backend for RedlockBackend {
             fifo: false,
             expiry: Expiry::Ttl,
             wait: WaitStyle::Poll,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {

@@ -11,7 +11,11 @@
 //! - a lost session loses the lock: the holder learns it from the session state (expired,
 //!   or disconnected for a whole session timeout, as Curator's LOST);
 //! - the fencing token is the claim's czxid (global, so it survives the directory being
-//!   reaped and recreated, which would restart the sequence).
+//!   reaped and recreated, which would restart the sequence);
+//! - reentrant, as `InterProcessMutex` is per thread: a client that holds NAME and acquires
+//!   it again is granted the same claim with a hold count kept in the client (after one read
+//!   that the claim is still its session's), and only the release that brings the count to
+//!   zero deletes the node.
 
 mod session;
 
@@ -80,10 +84,11 @@ impl Backend for ZkBackend {
             fifo: true,
             expiry: Expiry::Session,
             wait: WaitStyle::Watch,
+            lock_delay: false,
         }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        Ok(Box::new(ZkLock { config: self.config.clone(), session: Mutex::new(None) }))
+        Ok(Box::new(ZkLock { config: self.config.clone(), session: Mutex::new(None), held: Default::default() }))
     }
     fn describe(&self) -> String {
         format!("zookeeper {}", self.config.endpoints.join(","))
@@ -120,6 +125,15 @@ impl Backend for ZkBackend {
 struct ZkLock {
     config: ZkConfig,
     session: Mutex<Option<Arc<ZkSession>>>,
+    /// The claims this client holds, by node path, with their hold counts (Curator's
+    /// `threadData`): the reentrancy of `InterProcessMutex`.
+    held: std::sync::Mutex<std::collections::HashMap<String, Held>>,
+}
+
+struct Held {
+    count: u32,
+    czxid: i64,
+    session: std::sync::Weak<ZkSession>,
 }
 
 /// `/NAME` for a bare NAME; NAME itself when it is already a path.
@@ -299,6 +313,42 @@ impl ZkLock {
     }
 }
 
+impl ZkLock {
+    /// A second acquire of a lock this client holds: the same claim, its count raised, once
+    /// a read shows the node is still our session's (another client may have deleted it, or
+    /// the session may have been lost); otherwise the stale entry goes and the acquire
+    /// proceeds as a first one.
+    async fn reenter(&self, s: &Arc<ZkSession>, key: &str, dir: &str, invoked_at: Instant) -> Result<Option<Lease>, LockError> {
+        let mine: Vec<(String, i64)> = {
+            let held = self.held.lock().unwrap();
+            held.iter()
+                .filter(|(p, h)| p.starts_with(&format!("{dir}/")) && h.session.upgrade().is_some_and(|hs| Arc::ptr_eq(&hs, s)))
+                .map(|(p, h)| (p.clone(), h.czxid))
+                .collect()
+        };
+        let Some((path, czxid)) = mine.into_iter().next() else { return Ok(None) };
+        let client = s.client().map_err(|e| map_err(e, false))?;
+        let stat = retrying(self.config.request_timeout, || client.check_stat(&path)).await.0.map_err(|e| map_err(e, false))?;
+        let ours = matches!(stat, Some(st) if st.ephemeral_owner == client.session_id().0 && st.czxid == czxid);
+        let mut held = self.held.lock().unwrap();
+        if !ours {
+            held.remove(&path);
+            return Ok(None);
+        }
+        let Some(h) = held.get_mut(&path) else { return Ok(None) };
+        h.count += 1;
+        Ok(Some(Lease {
+            key: key.to_string(),
+            token: Some(FencingToken(czxid as u64)),
+            invoked_at,
+            acquired_at: Instant::now(),
+            valid_until: invoked_at + s.timeout,
+            handle: LeaseHandle::new(path).with_data(Claim { session: Arc::downgrade(s) }),
+            lost: s.lost.subscribe(),
+        }))
+    }
+}
+
 /// Private lease data.
 /// Weak, so a lease kept by its caller does not keep an abandoned session alive.
 struct Claim {
@@ -317,6 +367,9 @@ impl DistLock for ZkLock {
         let invoked_at = Instant::now();
         let dir = lock_dir(key)?;
         let s = self.session(opts.ttl).await?;
+        if let Some(lease) = self.reenter(&s, key, &dir, invoked_at).await? {
+            return Ok(lease);
+        }
         let (path, czxid) = self.claim(&s, &dir).await?;
         let try_once = opts.wait.is_zero();
         let waited = tokio::time::timeout_at((invoked_at + opts.wait.max(self.config.request_timeout)).into(), async {
@@ -330,6 +383,9 @@ impl DistLock for ZkLock {
         })
         .await
         .unwrap_or(Err(LockError::Timeout(opts.wait)));
+        if let Ok(true) = waited {
+            self.held.lock().unwrap().insert(path.clone(), Held { count: 1, czxid, session: Arc::downgrade(&s) });
+        }
         match waited {
             Ok(true) => Ok(Lease {
                 key: key.to_string(),
@@ -353,6 +409,20 @@ impl DistLock for ZkLock {
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
         let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not a ZooKeeper lease".into()))?;
+        {
+            let mut held = self.held.lock().unwrap();
+            match held.get_mut(&lease.handle.id) {
+                // An inner hold: the node stays for the outer one.
+                Some(h) if h.count > 1 => {
+                    h.count -= 1;
+                    return Ok(());
+                }
+                Some(_) => {
+                    held.remove(&lease.handle.id);
+                }
+                None => {}
+            }
+        }
         let session = claim.session()?;
         let client = session.client().map_err(|e| map_err(e, true))?;
         // Curator's guaranteed delete, within the request timeout: repeat while the
@@ -388,6 +458,7 @@ impl DistLock for ZkLock {
     async fn abandon(&self) {
         // Drop the session without closing it: the server expires it after its timeout,
         // as it would for a crashed process.
+        self.held.lock().unwrap().clear();
         if let Some(s) = self.session.lock().await.take() {
             s.stop();
         }
@@ -395,6 +466,7 @@ impl DistLock for ZkLock {
 
     async fn close(&self) {
         // End the session on the server now, so its claims go with it at once.
+        self.held.lock().unwrap().clear();
         let s = self.session.lock().await.take();
         if let Some(s) = s {
             s.close().await;

@@ -11,7 +11,7 @@
 pub mod bins;
 pub(crate) mod etcd;
 mod faults;
-pub(crate) mod mariadb;
+pub mod mariadb;
 pub(crate) mod postgres;
 pub mod ports;
 pub mod process;
