@@ -322,6 +322,39 @@ mod advisory {
         c
     }
 
+    /// The `postgres` design's row, as psql reads it, is reentrant by its owner check: the
+    /// holder's second acquire counts `holds` up under the same token; one release leaves
+    /// the row held (another client is refused), the last frees it for the next token.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_lock_row_counts_the_holders_reentries() {
+        let name = dlbench_core::conformance::unique_key("reentry");
+        let backend = support::backend(BackendKind::Postgres).await;
+        let (a, b) = (backend.client().await.unwrap(), backend.client().await.unwrap());
+        let o = AcquireOptions::default().with_ttl(Duration::from_secs(60)).with_wait(Duration::from_millis(300));
+        let row = |what: &str| {
+            let out = psql().args(["-c", &format!("SELECT {what} FROM dlbench_locks WHERE name = '{name}'")]).output().unwrap();
+            assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let first = a.acquire(&name, &o).await.unwrap();
+        let token = first.token.unwrap().0;
+        let second = a.acquire(&name, &o).await.unwrap();
+        assert_eq!(second.token.unwrap().0, token, "a re-entry keeps the token");
+        assert_eq!(row("holds"), "2");
+        assert_eq!(row("locked_by"), first.handle.id);
+        a.release(first).await.unwrap();
+        assert_eq!(row("holds"), "1");
+        let probe = b.acquire(&name, &o.clone().with_wait(Duration::ZERO)).await;
+        assert!(matches!(probe, Err(ref e) if e.is_contention()), "held after one of two releases: {probe:?}");
+        a.release(second).await.unwrap();
+        assert_eq!(row("lock_until < now()"), "t", "free after the last release");
+        let l = b.acquire(&name, &o).await.unwrap();
+        assert_eq!(l.token.unwrap().0, token + 1, "the next holder's token");
+        b.release(l).await.unwrap();
+        a.close().await;
+        b.close().await;
+    }
+
     fn psql_try(name: &str) -> String {
         let sql = format!("SELECT pg_try_advisory_lock(hashtextextended('{name}', 0))");
         let out = psql().args(["-c", &sql]).output().unwrap();
@@ -555,12 +588,15 @@ mod redlock_faults {
     }
 }
 
-/// Curator's `InterProcessMutex` is reentrant per thread: the holder acquiring again is
+/// The reentrant forms of the recipes: Curator's `InterProcessMutex` (per thread there, per
+/// client here) and the owner check in the PostgreSQL row. The holder acquiring again is
 /// granted and counted (another client still finds it held after one release).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper_is_reentrant_as_curator_is() {
+async fn zookeeper_and_the_postgres_row_are_reentrant() {
     use dlbench_core::conformance::{reentrancy, Reentrancy};
-    assert_eq!(reentrancy(support::backend(BackendKind::Zookeeper).await).await, Reentrancy::Granted { counted: true });
+    for kind in [BackendKind::Zookeeper, BackendKind::Postgres] {
+        assert_eq!(reentrancy(support::backend(kind).await).await, Reentrancy::Granted { counted: true }, "{kind}");
+    }
 }
 
 /// Chubby's lock-delay on the designs that offer it (etcd's client recipe).

@@ -4,6 +4,11 @@
 //! one statement: insert the row, or take it over if its `lock_until` has passed; release
 //! ends our hold only if we are still the owner; extend moves `lock_until` only if we are.
 //!
+//! Reentrant by the owner check in the row, the classic reentrant database lock: the owner
+//! is the client (one id for all its acquires), so the holder's second acquire finds its
+//! own live row, counts `holds` up and keeps the token; a release counts down, and only the
+//! last one frees the row.
+//!
 //! Fencing: `token` is a column of the row incremented by the acquiring statement itself, so
 //! it is assigned while holding the row lock, in commit order. A sequence would not do:
 //! `nextval()` runs before the insert waits on the conflicting row, so tokens from a sequence
@@ -26,20 +31,31 @@ const CREATE: &str = "CREATE TABLE IF NOT EXISTS dlbench_locks (
     lock_until timestamptz NOT NULL,
     locked_at timestamptz NOT NULL,
     locked_by text NOT NULL,
-    token bigint NOT NULL
+    token bigint NOT NULL,
+    holds integer NOT NULL DEFAULT 1
 )";
 
-/// Take the lock: $1 name, $2 TTL in seconds, $3 owner; returns the fencing token.
-pub const ACQUIRE: &str = "INSERT INTO dlbench_locks AS l (name, lock_until, locked_at, locked_by, token)
-VALUES ($1, now() + make_interval(secs => $2), now(), $3, 1)
+/// A table made before `holds` existed gains it (every live row then counts one hold).
+const ADD_HOLDS: &str = "ALTER TABLE dlbench_locks ADD COLUMN IF NOT EXISTS holds integer NOT NULL DEFAULT 1";
+
+/// Take the lock: $1 name, $2 TTL in seconds, $3 owner; returns the fencing token. A row
+/// whose time has passed is taken over (one hold, the token counted up); our own live row
+/// is entered again (one more hold, the same token, its time not shortened).
+pub const ACQUIRE: &str = "INSERT INTO dlbench_locks AS l (name, lock_until, locked_at, locked_by, token, holds)
+VALUES ($1, now() + make_interval(secs => $2), now(), $3, 1, 1)
 ON CONFLICT (name) DO UPDATE
-    SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at,
-        locked_by = EXCLUDED.locked_by, token = l.token + 1
-    WHERE l.lock_until <= now()
+    SET lock_until = GREATEST(l.lock_until, EXCLUDED.lock_until),
+        locked_at = CASE WHEN l.lock_until > now() THEN l.locked_at ELSE EXCLUDED.locked_at END,
+        locked_by = EXCLUDED.locked_by,
+        token = CASE WHEN l.lock_until > now() THEN l.token ELSE l.token + 1 END,
+        holds = CASE WHEN l.lock_until > now() THEN l.holds + 1 ELSE 1 END
+    WHERE l.lock_until <= now() OR l.locked_by = EXCLUDED.locked_by
 RETURNING token";
 
-/// Give the lock back: $1 name, $2 owner.
-pub const RELEASE: &str = "UPDATE dlbench_locks SET lock_until = '-infinity', locked_by = ''
+/// Give one hold back: $1 name, $2 owner; the last one frees the row.
+pub const RELEASE: &str = "UPDATE dlbench_locks SET holds = holds - 1,
+    lock_until = CASE WHEN holds > 1 THEN lock_until ELSE '-infinity' END,
+    locked_by = CASE WHEN holds > 1 THEN locked_by ELSE '' END
 WHERE name = $1 AND locked_by = $2 AND lock_until > now()";
 
 /// Live claims on a lock: $1 name. Rows stay after release (the token lives in them), so
@@ -150,10 +166,9 @@ impl PgBackend {
     /// would; in `Shared` mode clients share a pool of `pool_size`.
     pub async fn connect_with(config: PgConfig, connections: Connections) -> Result<Self, LockError> {
         let pool = open(&config, config.pool_size).await?;
-        sqlx::query(CREATE)
-            .execute(&pool)
-            .await
-            .map_err(|e| classify(e, false, &config.endpoint))?;
+        for q in [CREATE, ADD_HOLDS] {
+            sqlx::query(q).execute(&pool).await.map_err(|e| classify(e, false, &config.endpoint))?;
+        }
         Ok(PgBackend { pool, config, connections })
     }
 
@@ -201,7 +216,7 @@ impl Backend for PgBackend {
             Connections::PerClient => open(&self.config, 1).await?,
         };
         let own = self.connections == Connections::PerClient;
-        Ok(Box::new(PgLock { pool, config: self.config.clone(), own }))
+        Ok(Box::new(PgLock { pool, config: self.config.clone(), owner: format!("{:032x}", rand::random::<u128>()), own }))
     }
     fn describe(&self) -> String {
         format!("postgres {}/{}", self.config.endpoint, self.config.database)
@@ -222,6 +237,9 @@ impl Backend for PgBackend {
 struct PgLock {
     pool: PgPool,
     config: PgConfig,
+    /// This client's id in `locked_by`, the same for all its acquires (the owner check that
+    /// makes the lock reentrant).
+    owner: String,
     /// The pool is this client's alone (`PerClient`): close ends its connection.
     own: bool,
 }
@@ -241,10 +259,10 @@ impl PgLock {
 impl DistLock for PgLock {
     async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
         let invoked_at = Instant::now();
-        let owner = format!("{:032x}", rand::random::<u128>());
+        let owner = &self.owner;
         let ttl = opts.ttl.as_secs_f64();
         let attempt = || async {
-            let q = sqlx::query_scalar::<_, i64>(ACQUIRE).bind(key).bind(ttl).bind(&owner).fetch_optional(&self.pool);
+            let q = sqlx::query_scalar::<_, i64>(ACQUIRE).bind(key).bind(ttl).bind(owner.as_str()).fetch_optional(&self.pool);
             self.bounded(q, true).await
         };
         let (token, attempt_at) = dlbench_core::poll(opts, invoked_at, attempt).await?;
@@ -254,7 +272,7 @@ impl DistLock for PgLock {
             invoked_at,
             acquired_at: Instant::now(),
             valid_until: attempt_at + opts.ttl,
-            handle: LeaseHandle::new(owner),
+            handle: LeaseHandle::new(owner.clone()),
             lost: LostSignal::never(),
         })
     }
