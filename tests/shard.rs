@@ -229,6 +229,10 @@ fn the_resource_server_judges_as_the_in_process_resource() {
     let flags = |r: &SectionRecord| {
         (r.overlapped, r.lost_update, r.lost_update_fenced, r.stale, r.rejected, r.legit_refused, r.inversion, r.lease_lost)
     };
+    // Every time in the timelines stretched by this factor: the judgement depends only on
+    // their order, and a server call stalled by a busy machine (150 ms once, with a disk
+    // busy beside the test) must not reorder sections meant to be apart.
+    const STRETCH: u64 = 3;
     let rt = tokio::runtime::Runtime::new().unwrap();
     for (i, (name, t)) in timelines.iter().enumerate() {
         let (local, remote) = rt.block_on(async {
@@ -237,9 +241,9 @@ fn the_resource_server_judges_as_the_in_process_resource() {
             let runs = t.iter().map(|&(at, tok, valid, hold)| {
                 let local = &local;
                 async move {
-                    tokio::time::sleep_until((t0 + Duration::from_millis(at)).into()).await;
+                    tokio::time::sleep_until((t0 + Duration::from_millis(at * STRETCH)).into()).await;
                     let mut s = local.enter_as(0, tok.map(FencingToken), valid);
-                    s.read_sleep_write(Duration::from_millis(hold)).await;
+                    s.read_sleep_write(Duration::from_millis(hold * STRETCH)).await;
                     s.exit();
                     s.record()
                 }
@@ -250,8 +254,8 @@ fn the_resource_server_judges_as_the_in_process_resource() {
             let runs = t.iter().map(|&(at, tok, valid, hold)| {
                 let srv = &srv;
                 async move {
-                    tokio::time::sleep_until((t0 + Duration::from_millis(at)).into()).await;
-                    srv.section_as(0, tok.map(FencingToken), valid, Duration::from_millis(hold)).await.unwrap()
+                    tokio::time::sleep_until((t0 + Duration::from_millis(at * STRETCH)).into()).await;
+                    srv.section_as(0, tok.map(FencingToken), valid, Duration::from_millis(hold * STRETCH)).await.unwrap()
                 }
             });
             let remote: Vec<SectionRecord> = futures::future::join_all(runs).await;
