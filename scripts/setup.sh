@@ -2,7 +2,8 @@
 # Install what dlbench and its tests need on Debian (run as root): the lock servers, the
 # official clients used by the interop tests, protoc for etcd-client's build, and a C
 # compiler for the clock shim the clock-jump scenario preloads into Redis, and chromium,
-# in which the tests render the HTML report, and openssl, which makes the TLS tests' certificates.
+# in which the tests render the HTML report, and openssl, which makes the TLS tests' certificates,
+# and PgBouncer, through which scenario U6 takes advisory locks.
 # Idempotent: does nothing when everything is already installed.
 #
 #   sh scripts/setup.sh            the servers and tools dlbench and its tests need
@@ -17,7 +18,7 @@ for arg in "$@"; do
     esac
 done
 PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql mariadb-server mariadb-client \
-protobuf-compiler libprotobuf-dev gcc chromium openssl"
+protobuf-compiler libprotobuf-dev gcc chromium openssl pgbouncer"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -84,7 +84,8 @@ const SCENARIO_EXAMPLES: &str = "\
 Examples:
   dlbench scenario all                          # every entry on every backend it applies to
   dlbench scenario S1,S3 --backends redlock
-  dlbench scenario S8 --backends etcd,zookeeper";
+  dlbench scenario S8 --backends etcd,zookeeper
+  dlbench scenario U6 --backends pg-advisory,pg-advisory-xact   # PgBouncer (needs pgbouncer)";
 
 const SOAK_EXAMPLES: &str = "\
 Examples:
@@ -161,9 +162,11 @@ enum Command {
     Schema,
     /// Run failure scenarios from the catalogue against what is expected.
     ///
-    /// Runs catalogue entries (S1-S10, J1, or all) on the backends they apply to, without
-    /// and with fencing, prints what was expected and what was observed, and writes a result
-    /// set. Exit 1 on a contradiction.
+    /// Runs catalogue entries (S1-S10, J1, U1-U7, or all) on the backends they apply to.
+    /// S1-S10 and J1: without and with fencing, what was expected against what was observed.
+    /// U1-U7, the failures lock users report: a figure per backend and case ("what users
+    /// hit"), each with its evidence file. Writes a result set. Exit 1 on a contradiction or
+    /// a measurement without evidence.
     #[command(after_long_help = SCENARIO_EXAMPLES)]
     Scenario(ScenarioArgs),
     /// Run every backend for a long time under faults, watching dlbench's resources.
@@ -237,14 +240,28 @@ struct ScenarioArgs {
     /// Entries, comma-separated (S1,S3), or `all`: S1 holder pauses past its TTL, S2 write
     /// delayed past release, S3 Redlock clock jump, S4 Redlock node restarts empty, S5 Redis
     /// failover, S6 holder partitioned, S7 waiter's session expires, S8 leader killed,
-    /// S9 follower paused, S10 PostgreSQL restarted, J1 Jepsen's etcd lock setup.
+    /// S9 follower paused, S10 PostgreSQL restarted, J1 Jepsen's etcd lock setup; what users
+    /// hit: U1 lost-lock notice delay, U2 holder starved or paused, U3 1,000 locks kept
+    /// alive, U4 Redlock quorum erosion, U5 grant with no validity left, U6 PgBouncer, U7
+    /// waiters' cost.
     ids: String,
     /// Backends, comma-separated, or `all` (entries run where they apply).
     #[arg(long, visible_alias = "backend", default_value = "all", help_heading = "Target")]
     backends: String,
+    /// U7: the numbers of waiters to step through, comma-separated (each 1 to 10000).
+    #[arg(long, value_delimiter = ',', value_parser = waiter_count, default_value = "1,10,100,1000", help_heading = "Workload")]
+    waiters: Vec<usize>,
+    /// U3: how many locks to hold and keep alive at once (1 to 100000).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 1000, help_heading = "Workload")]
+    locks: u32,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results", help_heading = "Output")]
     out: PathBuf,
+}
+
+/// One of `--waiters`: a count from 1 to 10,000.
+fn waiter_count(s: &str) -> Result<usize, String> {
+    s.trim().parse::<usize>().ok().filter(|n| (1..=10_000).contains(n)).ok_or_else(|| format!("{s:?} is not a number of waiters from 1 to 10000"))
 }
 
 #[derive(Args, Debug)]
@@ -812,7 +829,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Scenario(a) => {
             install_signals(cancel.clone());
-            let args = crate::scenario::command::ScenarioArgs { ids: a.ids, backends: a.backends, out: a.out };
+            let args = crate::scenario::command::ScenarioArgs {
+                ids: a.ids,
+                backends: a.backends,
+                out: a.out,
+                sizes: crate::scenario::users::Sizes { waiters: a.waiters, locks: a.locks as usize },
+            };
             crate::scenario::command::command(args, cancel).await
         }
         Command::DelayNode(a) => Ok(tokio::task::spawn_blocking(move || crate::nemesis::nfdelay::run(a.delay, a.max)).await??),
@@ -1065,6 +1087,27 @@ mod tests {
                 Command::Scenario(a) => assert_eq!(a.backends, "redis,etcd", "{flag}"),
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    /// `--waiters` is a comma-separated list, every count checked; `--locks` one count.
+    #[test]
+    fn scenario_sizes_parse() {
+        let parse = |args: &[&str]| {
+            let mut v = vec!["dlbench", "scenario", "U7"];
+            v.extend_from_slice(args);
+            command().try_get_matches_from(v).and_then(|m| Cli::from_arg_matches(&m))
+        };
+        match parse(&[]).unwrap().command {
+            Command::Scenario(a) => assert_eq!((a.waiters, a.locks), (vec![1, 10, 100, 1000], 1000)),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["--waiters", "1,10", "--locks", "200"]).unwrap().command {
+            Command::Scenario(a) => assert_eq!((a.waiters, a.locks), (vec![1, 10], 200)),
+            other => panic!("{other:?}"),
+        }
+        for bad in [["--waiters", "1,0"], ["--waiters", "10001"], ["--locks", "0"]] {
+            assert!(parse(&bad).is_err(), "{bad:?}");
         }
     }
 

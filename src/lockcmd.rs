@@ -120,18 +120,9 @@ pub async fn lock(a: LockArgs<'_>) -> anyhow::Result<i32> {
     // otherwise it would run on while the lock expires and another client takes it. The
     // signal follows the thread that forked; this runs on the thread that blocks on the
     // runtime (or a runtime worker), which lives as long as the process.
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+    // SAFETY: the hook makes only async-signal-safe calls (see `die_with_parent`).
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                libc::_exit(1); // dlbench died before the command could ask to follow it
-            }
-            Ok(())
-        });
+        cmd.pre_exec(crate::util::die_with_parent());
     }
     // Ctrl-C reaches the command too (same terminal); we wait for it to finish. Listening
     // keeps SIGINT from killing dlbench while the command still runs under the lock.

@@ -10,6 +10,27 @@ pub fn check_host_port(s: &str) -> Result<(), String> {
     }
 }
 
+/// The `pre_exec` hook every child dlbench starts gets: the kernel kills the child
+/// (SIGKILL) when the thread that forked it dies, so a dlbench killed without cleaning up
+/// leaves nothing running; a child whose parent died before the hook ran exits at once.
+/// Only async-signal-safe calls (prctl, getppid, _exit) run between fork and exec. std runs
+/// the hook after setuid, which would otherwise clear the death signal.
+pub fn die_with_parent() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    let parent = std::process::id() as libc::pid_t;
+    move || {
+        // SAFETY: async-signal-safe calls only (see above).
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Write `contents` to `path` atomically: a temporary file in the same directory, then a
 /// rename, so a reader (or a crash) never sees half a file.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {

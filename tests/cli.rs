@@ -506,6 +506,20 @@ fn scenario_takes_backends_and_the_backend_alias() {
     assert!(help.contains("--backends") && help.contains("[alias: --backend]"), "{help}");
 }
 
+/// U7's `--waiters` and U3's `--locks` are checked before anything is created.
+#[test]
+fn scenario_refuses_bad_sizes_before_starting() {
+    for (flag, value, says) in [("--waiters", "1,0", "from 1 to 10000"), ("--waiters", "ten", "from 1 to 10000"), ("--locks", "0", "1..=100000")] {
+        let dir = scratch("scenario-sizes");
+        let out = dlbench().args(["scenario", "U7", flag, value, "--out"]).arg(&dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or("");
+        assert!(first.contains(flag) && first.contains(says), "{flag} {value}: {err}");
+        assert!(!dir.exists() || std::fs::read_dir(&dir).unwrap().next().is_none(), "nothing created for {flag} {value}");
+    }
+}
+
 /// `-V` names the commit: the one checked out when this test was built from git.
 #[test]
 fn version_names_the_commit() {

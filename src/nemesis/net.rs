@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,8 @@ pub enum Side {
 struct Rules {
     cut: HashSet<(Side, NodeId)>,
     delay: HashMap<NodeId, Duration>,
+    /// Every byte between a client group and any node held this long.
+    client_delay: HashMap<u32, Duration>,
 }
 
 /// The rules and the proxies that obey them.
@@ -45,6 +48,11 @@ pub struct Net {
     /// Server processes by pid, to recognise node-to-node connections.
     owners: Mutex<HashMap<i32, NodeId>>,
     proxies: Mutex<Vec<JoinHandle<()>>>,
+    /// What clients sent towards the servers: reads the proxies made (about one per request,
+    /// as clients write each request at once with nodelay) and bytes. Node-to-node links
+    /// are not counted.
+    sent_reads: AtomicU64,
+    sent_bytes: AtomicU64,
 }
 
 impl Net {
@@ -54,6 +62,8 @@ impl Net {
             changed: watch::channel(0).0,
             owners: Mutex::default(),
             proxies: Mutex::default(),
+            sent_reads: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
         })
     }
 
@@ -77,7 +87,7 @@ impl Net {
         let d = r.delay.get(&to).copied().unwrap_or_default();
         match a {
             Side::Node(n) => d.max(r.delay.get(&n).copied().unwrap_or_default()),
-            Side::Client(_) => d,
+            Side::Client(g) => d.max(r.client_delay.get(&g).copied().unwrap_or_default()),
         }
     }
 
@@ -131,12 +141,19 @@ impl Net {
         self.bump();
     }
 
+    /// Hold every byte between the clients of `group` and every node for `d` (each way).
+    pub fn slow_clients(&self, group: u32, d: Duration) {
+        self.rules.write().unwrap().client_delay.insert(group, d);
+        self.bump();
+    }
+
     /// Remove every rule.
     pub fn heal(&self) {
         {
             let mut r = self.rules.write().unwrap();
             r.cut.clear();
             r.delay.clear();
+            r.client_delay.clear();
         }
         self.bump();
     }
@@ -144,7 +161,7 @@ impl Net {
     /// True when no rule is in force.
     pub fn is_healed(&self) -> bool {
         let r = self.rules.read().unwrap();
-        r.cut.is_empty() && r.delay.is_empty()
+        r.cut.is_empty() && r.delay.is_empty() && r.client_delay.is_empty()
     }
 
     /// Start a proxy on `listener` to node `to` at `backend`, for clients of `group`.
@@ -172,6 +189,13 @@ impl Net {
             Some((_, n)) => Side::Node(*n),
             None => Side::Client(group),
         }
+    }
+
+    /// What every client has sent towards the servers so far: (proxy reads, bytes). Reads
+    /// stand in for requests (a read can carry several pipelined ones, or part of a large
+    /// one); the difference over a window is the clients' traffic in it.
+    pub fn client_traffic(&self) -> (u64, u64) {
+        (self.sent_reads.load(Ordering::Relaxed), self.sent_bytes.load(Ordering::Relaxed))
     }
 
     /// Stop every proxy (their listeners close; open connections end with their tasks).
@@ -212,8 +236,9 @@ async fn serve(net: Arc<Net>, client: TcpStream, from: Side, to: NodeId, backend
     let _ = server.set_nodelay(true);
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    let mut a = tokio::spawn(pump(net.clone(), cr, sw, from, to));
-    let mut b = tokio::spawn(pump(net, sr, cw, from, to));
+    let count = matches!(from, Side::Client(_));
+    let mut a = tokio::spawn(pump(net.clone(), cr, sw, from, to, count));
+    let mut b = tokio::spawn(pump(net, sr, cw, from, to, false));
     // When either direction ends, the connection is over: stop the other too (dropping a
     // JoinHandle would leave it running, holding its half open).
     tokio::select! {
@@ -224,7 +249,7 @@ async fn serve(net: Arc<Net>, client: TcpStream, from: Side, to: NodeId, backend
 
 /// Copy one direction, obeying cuts and delays. Chunks go through a channel to a writer
 /// task so a delay holds each chunk without slowing the ones behind it.
-async fn pump(net: Arc<Net>, mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio::net::tcp::OwnedWriteHalf, from: Side, to: NodeId) {
+async fn pump(net: Arc<Net>, mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio::net::tcp::OwnedWriteHalf, from: Side, to: NodeId, count: bool) {
     let (tx, mut chunks) = tokio::sync::mpsc::channel::<(Instant, Vec<u8>)>(64);
     let writer = {
         let net = net.clone();
@@ -248,6 +273,10 @@ async fn pump(net: Arc<Net>, mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                if count {
+                    net.sent_reads.fetch_add(1, Ordering::Relaxed);
+                    net.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
                 if tx.send((Instant::now(), buf[..n].to_vec())).await.is_err() {
                     break;
                 }
@@ -310,6 +339,47 @@ mod tests {
         let mut c2 = TcpStream::connect(front2).await.unwrap();
         assert!(roundtrip(&mut c2, Duration::from_secs(2)).await);
         net.heal();
+    }
+
+    #[tokio::test]
+    async fn client_traffic_counts_what_clients_send_not_the_replies() {
+        let net = Net::new();
+        let backend = echo_server().await;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front = l.local_addr().unwrap();
+        net.spawn_proxy(l, 0, Arc::new(Mutex::new(backend)), 0, false);
+        let mut c = TcpStream::connect(front).await.unwrap();
+        assert_eq!(net.client_traffic(), (0, 0));
+        assert!(roundtrip(&mut c, Duration::from_secs(2)).await);
+        assert!(roundtrip(&mut c, Duration::from_secs(2)).await);
+        let (reads, bytes) = net.client_traffic();
+        assert_eq!(bytes, 8, "two 4-byte requests; the echoed replies are not the client's");
+        assert!((1..=2).contains(&reads), "{reads} reads");
+    }
+
+    #[tokio::test]
+    async fn slow_clients_delays_that_group_only() {
+        let net = Net::new();
+        let backend = echo_server().await;
+        for group in [0, 7] {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let front = l.local_addr().unwrap();
+            net.spawn_proxy(l, 0, Arc::new(Mutex::new(backend)), group, false);
+            let mut c = TcpStream::connect(front).await.unwrap();
+            net.slow_clients(7, Duration::from_millis(200));
+            let t = Instant::now();
+            assert!(roundtrip(&mut c, Duration::from_secs(3)).await);
+            if group == 7 {
+                assert!(t.elapsed() >= Duration::from_millis(400), "group 7, both directions: {:?}", t.elapsed());
+            } else {
+                // No upper bound on a timing here (a shared machine): the rule itself.
+                assert_eq!(net.delay(Side::Client(0), 0), Duration::ZERO, "group 0 is not slowed");
+                assert_eq!(net.delay(Side::Client(7), 0), Duration::from_millis(200));
+            }
+            assert!(!net.is_healed());
+            net.heal();
+            assert!(net.is_healed());
+        }
     }
 
     #[tokio::test]

@@ -283,6 +283,8 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         h.push_str("</table></div>");
     }
 
+    h.push_str(&hits(s));
+
     h.push_str("<h2>Plots</h2>");
     for (title, path) in plots {
         let _ = write!(h, "<h3>{}</h3><img src=\"{}\" alt=\"{}\">", esc(title), esc(&path.to_string_lossy()), esc(title));
@@ -449,6 +451,46 @@ fn cells_table(id: &str, title: &str, header: &[&str], rows: &[Vec<String>], lef
         h.push_str("</tr>");
     }
     let _ = write!(h, "</table></div><p>{}</p>", esc(note));
+    h
+}
+
+/// The "what users hit" table (see `text::hits_grid`): backend x entry, each figure linked
+/// to its evidence file.
+fn hits(s: &crate::summary::Summary) -> String {
+    use crate::report::text::{hits_grid, HITS_NOTE};
+    if s.hits.is_empty() {
+        return String::new();
+    }
+    let (entries, rows) = hits_grid(&s.hits);
+    let mut h = String::from("<h2 id=\"hits\">What users hit</h2><div class=\"scroll\"><table><tr><th>backend</th>");
+    for (e, t) in &entries {
+        let _ = write!(h, "<th>{} {}</th>", esc(e), esc(t));
+    }
+    h.push_str("</tr>");
+    for (backend, cells) in &rows {
+        let _ = write!(h, "<tr><td class=\"l\">{}</td>", esc(backend));
+        for hs in cells {
+            h.push_str("<td class=\"l\">");
+            if hs.is_empty() {
+                h.push_str("does not apply");
+            }
+            for (i, x) in hs.iter().enumerate() {
+                if i > 0 {
+                    h.push_str("<br>");
+                }
+                if !x.case.is_empty() {
+                    let _ = write!(h, "<b>{}</b>: ", esc(&x.case));
+                }
+                let _ = write!(h, "<a href=\"{}\">{}</a>", esc(&x.evidence), esc(&x.figure));
+                if !x.ok {
+                    h.push_str(" <span class=\"invalid\">NO</span>");
+                }
+            }
+            h.push_str("</td>");
+        }
+        h.push_str("</tr>");
+    }
+    let _ = write!(h, "</table></div><p>{}</p>", esc(HITS_NOTE));
     h
 }
 

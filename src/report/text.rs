@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::summary::calibration::Calibration;
 use crate::summary::{BackendSummary, Summary};
+use crate::summary::scenario::Hit;
 use crate::verdict::Verdict;
 
 use crate::stats::fmt_ms_cell as ms;
@@ -193,6 +194,7 @@ pub fn markdown(s: &Summary) -> String {
     out.push_str(&cost_markdown(s));
     out.push_str(&scaling_markdown(s));
     out.push_str(&shard_markdown(s));
+    out.push_str(&hits_markdown(&s.hits));
     let flags = anomalies(s);
     if flags.is_empty() {
         out.push_str("\nNo anomaly flagged (seconds without an acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that had not settled).\n");
@@ -649,6 +651,44 @@ mod tests {
         w
     }
 
+    fn hit(entry: &str, backend: &str, case: &str, ok: bool) -> Hit {
+        Hit {
+            entry: entry.into(),
+            title: format!("title of {entry}"),
+            backend: backend.into(),
+            case: case.into(),
+            figure: format!("{entry} on {backend} {case} | figure"),
+            ok,
+            evidence: format!("evidence/{entry}-{backend}.json"),
+            ..Hit::default()
+        }
+    }
+
+    /// Backend x entry, entries in catalogue order whatever the order measured, each case
+    /// of a cell with its link, a cell an entry has no hit for said so, a NO kept visible.
+    #[test]
+    fn what_users_hit_is_a_grid_with_links() {
+        let hits = vec![
+            hit("U7", "redis", "", true),
+            hit("U6", "pg-advisory", "transaction pooling", true),
+            hit("U6", "pg-advisory", "session pooling", false),
+            hit("U1", "redis", "cut off", true),
+        ];
+        let (entries, rows) = hits_grid(&hits);
+        assert_eq!(entries.iter().map(|(e, _)| e.as_str()).collect::<Vec<_>>(), ["U1", "U6", "U7"]);
+        assert_eq!(rows.len(), 2);
+        let md = hits_markdown(&hits);
+        let redis = md.lines().find(|l| l.starts_with("| redis |")).expect(&md);
+        assert_eq!(redis.matches(" | ").count(), 3, "backend and three entries: {redis}");
+        assert!(redis.contains("does not apply"), "redis has no U6: {redis}");
+        assert!(redis.contains("cut off: U1 on redis cut off / figure ([evidence](evidence/U1-redis.json))"), "{redis}");
+        let pg = md.lines().find(|l| l.starts_with("| pg-advisory |")).expect(&md);
+        assert!(pg.contains("<br>session pooling: ") && pg.contains("(NO)"), "{pg}");
+        assert!(hits_markdown(&[]).is_empty());
+        let term = hits_terminal(&hits);
+        assert!(term.find("U1 ").unwrap() < term.find("U6 ").unwrap() && term.contains("-- NO"), "{term}");
+    }
+
     fn summary(target: &str, server: Option<f64>) -> Summary {
         let mut s = Summary::begin("r", target, FencingMode::Both, vec![]);
         let mut b = BackendSummary::new("redis", None, &[]);
@@ -693,4 +733,105 @@ mod tests {
         s.backends.retain(|b| b.name == "redis");
         assert!(!table(&s).contains("--") && !markdown_table(&s).contains("**"));
     }
+}
+
+pub const HITS_NOTE: &str = "What users hit: the failures lock users report upstream (`dlbench scenario U1,U2,U3,U4,U5,U6,U7`), \
+each measured on the servers. U1: from the server letting the lock go (another client granted it) to the holder \
+being told (its lost signal, or a failed extend; told only by its release is never told), cut off from every server \
+while extending every third of its 3 s TTL, and (TTL designs) not extending at all. U2: a `dlbench lock` holder, \
+which keeps its lock alive itself, starved of CPU (nice 19 beside two nice -20 busy loops on its CPU) for 9 s or \
+stopped for 6 s: whether another client got in while it still ran its command, when it noticed, anything left on the \
+servers after it exited. U3: 1,000 locks held at once over shared connections for 9 s, kept alive by extends (TTL \
+designs) or their sessions: locks lost, renewals, and per 1,000 locks the servers' CPU and the bytes clients sent, \
+beyond idle. U4: Redlock with three of five nodes restarted one after another within a held lock's TTL: double \
+grants per 100 restarts, without persistence, with a restart delayed past the TTL, with appendfsync always. U5: a \
+waiter whose every byte is delayed (0.5 s, 1.6 s each way; TTL 3 s): how much validity its grant has left when it \
+arrives, or whether it is refused. U6: four clients taking one advisory lock through PgBouncer for 4 s: double grants \
+seen at the resource, unlocks refused, locks left on the server after every client left. U7: waiters on a key the \
+holder keeps, each its own client: the requests they send (reads at dlbench's proxies) per waiter per second and \
+the servers' CPU, beyond the holder's own, then the requests per waiter in the second after a release. Each cell \
+links to its evidence: every event with its time. NO: no evidence (nothing happened to measure from) or, where the \
+entry expects something, not what it expects. Single runs on one machine: figures, not ratios with a spread.";
+
+/// The "what users hit" grid: the entries present (catalogue order), and per backend the
+/// hits of each entry.
+pub fn hits_grid(hits: &[Hit]) -> (Vec<(String, String)>, Vec<(String, Vec<Vec<&Hit>>)>) {
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for h in hits {
+        if !entries.iter().any(|(e, _)| *e == h.entry) {
+            entries.push((h.entry.clone(), h.title.clone()));
+        }
+    }
+    let order = |e: &str| crate::scenario::CATALOGUE.iter().position(|s| s.id == e).unwrap_or(usize::MAX);
+    entries.sort_by_key(|(e, _)| order(e));
+    let mut rows: Vec<(String, Vec<Vec<&Hit>>)> = Vec::new();
+    for h in hits {
+        let col = entries.iter().position(|(e, _)| *e == h.entry).unwrap_or(0);
+        let row = match rows.iter().position(|(b, _)| *b == h.backend) {
+            Some(i) => i,
+            None => {
+                rows.push((h.backend.clone(), vec![Vec::new(); entries.len()]));
+                rows.len() - 1
+            }
+        };
+        rows[row].1[col].push(h);
+    }
+    (entries, rows)
+}
+
+fn hit_text(h: &Hit) -> String {
+    let case = if h.case.is_empty() { String::new() } else { format!("{}: ", h.case) };
+    let flag = if h.ok { "" } else { " (NO)" };
+    format!("{case}{}{flag}", h.figure)
+}
+
+/// The table in Markdown, each cell linking to its evidence.
+pub fn hits_markdown(hits: &[Hit]) -> String {
+    if hits.is_empty() {
+        return String::new();
+    }
+    let (entries, rows) = hits_grid(hits);
+    let mut out = format!(
+        "\n## What users hit\n\n| backend | {} |\n|---|{}\n",
+        entries.iter().map(|(e, t)| format!("{e} {t}")).collect::<Vec<_>>().join(" | "),
+        "---|".repeat(entries.len())
+    );
+    for (backend, cells) in &rows {
+        let cells: Vec<String> = cells
+            .iter()
+            .map(|hs| {
+                if hs.is_empty() {
+                    return "does not apply".to_string();
+                }
+                hs.iter().map(|h| format!("{} ([evidence]({}))", hit_text(h).replace('|', "/"), h.evidence)).collect::<Vec<_>>().join("<br>")
+            })
+            .collect();
+        out.push_str(&format!("| {backend} | {} |\n", cells.join(" | ")));
+    }
+    out.push_str(&format!("\n{HITS_NOTE}\n"));
+    out
+}
+
+/// The measurements for the terminal: per entry, its source, then each backend and case.
+pub fn hits_terminal(hits: &[Hit]) -> String {
+    let mut s = String::from("What users hit\n");
+    let (entries, rows) = hits_grid(hits);
+    for (col, (e, title)) in entries.iter().enumerate() {
+        s.push_str(&format!("{e} {title}\n"));
+        if let Some(p) = crate::scenario::find(e).and_then(|x| x.published) {
+            s.push_str(&format!("  reported ({}): {}\n", p.source, p.finding));
+        }
+        for (backend, cells) in &rows {
+            for h in &cells[col] {
+                let case = if h.case.is_empty() { String::new() } else { format!("({})", h.case) };
+                s.push_str(&format!(
+                    "  {backend:<17} {case:<40} {}{}\n      evidence: {}\n",
+                    h.figure,
+                    if h.ok { String::new() } else { format!(" -- NO{}", h.expected.as_ref().map(|x| format!(" (expected {x})")).unwrap_or_default()) },
+                    h.evidence
+                ));
+            }
+        }
+    }
+    s
 }

@@ -21,6 +21,7 @@ pub struct ScenarioArgs {
     pub ids: String,
     pub backends: String,
     pub out: PathBuf,
+    pub sizes: super::users::Sizes,
 }
 
 /// Expand `S1,S3` or `all` and the backend list into (entry, backend) pairs that apply, and
@@ -58,7 +59,13 @@ pub fn plan(ids: &str, backends: &str) -> anyhow::Result<(Vec<(&'static str, Bac
 }
 
 pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
-    let (pairs, skipped) = plan(&a.ids, &a.backends)?;
+    let (mut pairs, mut skipped) = plan(&a.ids, &a.backends)?;
+    // U6 needs PgBouncer: said before anything starts, and the rest still runs.
+    if pairs.iter().any(|(id, _)| *id == "U6") && super::users::pgbouncer_bin().is_none() {
+        pairs.retain(|(id, _)| *id != "U6");
+        skipped.push("U6 needs pgbouncer, which is not installed: apt-get install pgbouncer (scripts/setup.sh installs it)".into());
+        anyhow::ensure!(!pairs.is_empty(), "U6 needs pgbouncer, which is not installed: apt-get install pgbouncer (scripts/setup.sh installs it)");
+    }
     let mut kinds: Vec<BackendKind> = pairs.iter().map(|(_, k)| *k).collect();
     kinds.sort();
     kinds.dedup();
@@ -87,10 +94,31 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
             break;
         }
         eprintln!("dlbench: {id} on {kind}: {}", find(id).unwrap().title);
-        let r = run_entry(&target, *kind, id, &history, &dir.id, &groups, &cancel).await;
+        let r = run_entry(&target, *kind, id, &history, &dir.id, &groups, &a.sizes, &cancel).await;
         let healed = target.wait_healthy(*kind).await.is_ok() && target.net().is_none_or(|n| n.is_healed());
         match r {
-            Ok(r) => done.push((*id, *kind, r.capabilities.fencing, r, healed)),
+            Ok(mut r) => {
+                // The measurements and their evidence are written as each entry ends.
+                if !r.hits.is_empty() {
+                    std::fs::create_dir_all(dir.path.join("evidence"))?;
+                }
+                for (mut hit, evidence) in r.hits.drain(..) {
+                    let slug: String = format!("{}-{}-{}", hit.entry, hit.backend, hit.case)
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+                        .collect::<String>()
+                        .trim_end_matches('-')
+                        .to_string();
+                    hit.evidence = format!("evidence/{slug}.json");
+                    if let Err(e) = dir.write_json(&hit.evidence, &evidence) {
+                        hit.notes.push(format!("the evidence could not be written: {e:#}"));
+                    }
+                    hit.ok = hit.ok && healed;
+                    summary.hits.push(hit);
+                }
+                dir.write_json("summary.json", &summary)?;
+                done.push((*id, *kind, r.capabilities.fencing, r, healed))
+            }
             Err(e) => {
                 eprintln!("dlbench: {id} on {kind} could not run: {e:#}");
                 summary.scenarios.push(Outcome {
@@ -151,11 +179,22 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     if let Err(e) = crate::report::render(&dir.path) {
         eprintln!("dlbench: the report could not be written: {e:#}");
     }
-    println!("{}", table(&summary.scenarios));
+    if !summary.scenarios.is_empty() {
+        println!("{}", table(&summary.scenarios));
+    }
+    if !summary.hits.is_empty() {
+        println!("{}", crate::report::text::hits_terminal(&summary.hits));
+    }
     println!("results: {}", dir.path.join("summary.json").display());
     let contradictions = summary.scenarios.iter().filter(|o| !o.ok).count();
+    let unmeasured = summary.hits.iter().filter(|h| !h.ok).count();
     if contradictions > 0 {
         eprintln!("dlbench: {contradictions} observation(s) contradict the catalogue's expectation");
+    }
+    if unmeasured > 0 {
+        eprintln!("dlbench: {unmeasured} measurement(s) without evidence or against their expectation (the table's NO rows)");
+    }
+    if contradictions + unmeasured > 0 {
         return Ok(1);
     }
     Ok(if summary.complete { 0 } else { 130 })

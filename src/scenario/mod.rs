@@ -9,6 +9,7 @@
 mod actor;
 pub mod command;
 pub mod scripts;
+pub mod users;
 
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
@@ -144,7 +145,82 @@ pub const CATALOGUE: &[Scenario] = &[
             finding: "etcd locks are not mutually exclusive under process pauses and partitions: lost updates with a 2 s lease; fencing by the key's revision refuses them",
         }),
     },
+    Scenario {
+        id: "U1",
+        title: "the holder learns late that its lock is gone",
+        applies: any,
+        scope: ANY,
+        published: Some(Published {
+            source: "etcd #6127, Curator #985 and #727, kazoo #565, Redisson #4698",
+            finding: "lock holders are told late or never that the server let their lock go: etcd's Mutex has no notice, Curator and kazoo leave it to a connection listener, Redisson only logs a failed watchdog renewal",
+        }),
+    },
+    Scenario {
+        id: "U2",
+        title: "a holder that keeps its lock alive itself, starved of CPU or paused",
+        applies: any,
+        scope: ANY,
+        published: Some(Published {
+            source: "Redisson #2665 and #5698; etcd #13156; ZooKeeper sessions lost to GC pauses (dCache #5253)",
+            finding: "a watchdog or keep-alive starved of CPU or stopped by a pause misses its renewals: the lock expires while its holder still works under it",
+        }),
+    },
+    Scenario {
+        id: "U3",
+        title: "1,000 locks kept alive at once",
+        applies: any,
+        scope: ANY,
+        published: Some(Published {
+            source: "etcd #11886 and #9911",
+            finding: "with tens of thousands of leases (40,000-60,000 in #11886) keep-alives stop renewing and leases expire under their holders; 14,000 clients' keep-alives backlog the leader (#9911)",
+        }),
+    },
+    Scenario {
+        id: "U4",
+        title: "Redlock nodes restart one after another within a TTL",
+        applies: |k| k == BackendKind::Redlock,
+        scope: "Redlock only: its five independent nodes restarting",
+        published: Some(Published {
+            source: "Redis docs, Distributed Locks with Redis: performance, crash recovery and fsync; Kleppmann (2016)",
+            finding: "nodes that restart without the key let a second client gather a majority while the first still holds the lock; fsync=always or keeping a crashed node down longer than the TTL prevents it",
+        }),
+    },
+    Scenario {
+        id: "U5",
+        title: "a slow client's grant arrives with no validity left",
+        applies: any,
+        scope: ANY,
+        published: Some(Published {
+            source: "etcd #9921 and #11456",
+            finding: "a waiter was answered 'locked' after its lease had already expired: the grant must be checked against the lease before it is used",
+        }),
+    },
+    Scenario {
+        id: "U6",
+        title: "advisory locks behind PgBouncer's transaction pooling",
+        applies: |k| matches!(k, BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact),
+        scope: "the PostgreSQL advisory-lock designs only (pg-advisory: the session lock under transaction and session pooling; pg-advisory-xact: the transaction lock under transaction pooling); needs pgbouncer",
+        published: Some(Published {
+            source: "PgBouncer features page (session-level advisory locks: never in transaction pooling); pgbouncer #102; authentik #23876",
+            finding: "a session advisory lock taken through transaction pooling lives on a server connection other clients share: they are granted it too, its unlock runs elsewhere, and it strands",
+        }),
+    },
+    Scenario {
+        id: "U7",
+        title: "the cost of waiting: 1 to 1,000 waiters on a hot key",
+        applies: any,
+        scope: ANY,
+        published: Some(Published {
+            source: "ZooKeeper recipes (the herd effect); Discourse #17886; Redisson #5632; Consul #7523",
+            finding: "polling waiters load the server in proportion to their number and all retry at each release; a watch on the predecessor wakes one waiter per release",
+        }),
+    },
 ];
+
+/// The "what users hit" entries: figures per backend, not expected-against-observed rows.
+pub fn is_measurement(id: &str) -> bool {
+    id.starts_with('U')
+}
 
 pub fn find(id: &str) -> Option<&'static Scenario> {
     CATALOGUE.iter().find(|s| s.id.eq_ignore_ascii_case(id))
@@ -178,6 +254,9 @@ fn stall_cases(id: &str, kind: BackendKind) -> Vec<(&'static str, scripts::Timin
 
 /// The cases of an entry on a backend, with what each expects (without, with fencing).
 fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
+    if is_measurement(id) {
+        return Vec::new();
+    }
     let fenced = |v: Expect| if has_tokens || v == Expect::NoViolation { v } else { Expect::Violation };
     match id {
         "S1" | "S6" => stall_cases(id, kind).into_iter().map(|(c, _, off, on)| (c, off, fenced(on))).collect(),
@@ -336,6 +415,8 @@ pub struct EntryResult {
     pub capabilities: dlbench_core::Capabilities,
     pub phases: Vec<PhaseResult>,
     pub observed: Vec<(String, Observed)>,
+    /// The U entries' measurements, each with its evidence.
+    pub hits: Vec<users::Measured>,
 }
 
 /// Run entry `id` on `kind`. Ends with every node of the backend healed and healthy.
@@ -346,6 +427,7 @@ pub async fn run_entry(
     history: &HistoryWriter,
     run_id: &str,
     groups: &Arc<AtomicU32>,
+    sizes: &users::Sizes,
     cancel: &CancellationToken,
 ) -> anyhow::Result<EntryResult> {
     let backend = connect::connect(kind, target.endpoints(), Timeouts::default(), None).await?;
@@ -359,6 +441,7 @@ pub async fn run_entry(
     };
     let mut phases = Vec::new();
     let mut observed = Vec::new();
+    let mut hits = Vec::new();
     // One scripted phase: its case name (empty for a single-case entry), its history segment
     // and workload name, what it observed.
     let mut push = |case: &str, name: &str, o: Observed| {
@@ -403,12 +486,39 @@ pub async fn run_entry(
             phases.push(p);
             observed.push((String::new(), o));
         }
+        "U1" => {
+            for loss in users::losses(ctx.backend.capabilities().expiry) {
+                hits.push(users::notice(&ctx, loss).await?);
+            }
+        }
+        "U6" => {
+            for (case, mode, xact, trouble) in users::poolings(kind) {
+                hits.push(users::pgbouncer(&ctx, case, mode, xact, trouble).await?);
+            }
+        }
+        "U2" => {
+            for (case, how) in users::STARVES {
+                hits.push(users::starved_holder(&ctx, case, how).await?);
+            }
+        }
+        "U3" => hits.push(users::keepalive_scale(&ctx, sizes.locks).await?),
+        "U4" => {
+            for (case, how) in users::EROSIONS {
+                hits.push(users::erosion(&ctx, case, how).await?);
+            }
+        }
+        "U5" => {
+            for (case, delay) in users::SLOW_REPLIES {
+                hits.push(users::slow_grant(&ctx, case, delay).await?);
+            }
+        }
+        "U7" => hits.push(users::herd(&ctx, &sizes.waiters).await?),
         other => anyhow::bail!("no scenario {other}"),
     }
     // Every entry ends healed: nodes running and resumed, links open, clocks back, healthy.
     let nem = Nemesis::new(target.clone(), kind, id, std::time::Instant::now(), None);
     nem.heal_all().await.map_err(anyhow::Error::msg)?;
-    Ok(EntryResult { capabilities: ctx.backend.capabilities(), phases, observed })
+    Ok(EntryResult { capabilities: ctx.backend.capabilities(), phases, observed, hits })
 }
 
 /// Judge an entry's observations against the catalogue, on both sides of fencing.

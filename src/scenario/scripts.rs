@@ -77,7 +77,7 @@ impl Ctx {
         self.target.nodes_of(self.kind).into_iter().filter(|n| !n.replica).collect()
     }
 
-    fn net(&self) -> anyhow::Result<&Arc<crate::nemesis::net::Net>> {
+    pub(super) fn net(&self) -> anyhow::Result<&Arc<crate::nemesis::net::Net>> {
         self.target.net().ok_or_else(|| anyhow::anyhow!("scenarios need the target's proxies"))
     }
 }
@@ -180,7 +180,7 @@ impl<'a> Stage<'a> {
     }
 }
 
-fn opts(ttl: Duration, wait: Duration) -> AcquireOptions {
+pub(super) fn opts(ttl: Duration, wait: Duration) -> AcquireOptions {
     AcquireOptions::default().with_ttl(ttl).with_wait(wait).with_retry_interval(Duration::from_millis(20))
 }
 
@@ -558,7 +558,7 @@ pub async fn expired_waiter(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
 }
 
 /// The claims still held for `key`, polled until none are left or `within` passes.
-async fn leftover_claims(b: &dyn Backend, key: &str, within: Duration) -> Result<Vec<String>, String> {
+pub(super) async fn leftover_claims(b: &dyn Backend, key: &str, within: Duration) -> Result<Vec<String>, String> {
     let deadline = Instant::now() + within;
     loop {
         match b.claims(key).await {

@@ -341,6 +341,10 @@ pub struct Summary {
     /// `dlbench scenario`: each entry's observation against its expectation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<scenario::Outcome>,
+    /// `dlbench scenario U1,...`: the "what users hit" measurements, one per entry, backend
+    /// and case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hits: Vec<scenario::Hit>,
     /// `dlbench calibrate`: the harness beside reference tools, primitive costs, and each
     /// lock's hand-off rate against its bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -380,6 +384,7 @@ impl Summary {
             nemesis_schedule,
             backends: Vec::new(),
             scenarios: Vec::new(),
+            hits: Vec::new(),
             calibration: None,
             resources: None,
             soak: None,

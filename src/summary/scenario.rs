@@ -66,3 +66,29 @@ pub struct Outcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
+
+/// One measurement of a "what users hit" entry (U1-U7) on one backend: a cell of the report's
+/// backend x entry table. Figures, not a verdict; where the entry has an expectation (a double
+/// grant behind a transaction pooler, none in the safe configuration) `ok` says whether the
+/// observation met it, and elsewhere whether there was evidence to measure at all.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Hit {
+    /// The catalogue entry (`U1`).
+    pub entry: String,
+    pub title: String,
+    pub backend: String,
+    /// The case within the entry (`cut off`, `transaction pooling`), empty for a single case.
+    pub case: String,
+    /// The measured figure, as the table shows it.
+    pub figure: String,
+    /// The numbers behind the figure, by name (seconds, counts, rates).
+    pub values: std::collections::BTreeMap<String, f64>,
+    /// What the case expects, when it has an expectation; `None` for a measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// Measured with evidence and, where there is an expectation, as expected.
+    pub ok: bool,
+    /// The evidence file in the result directory (every event with its time), relative.
+    pub evidence: String,
+    pub notes: Vec<String>,
+}

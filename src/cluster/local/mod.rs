@@ -89,6 +89,9 @@ pub struct Node {
     /// A Redis replica rather than a client-facing node.
     pub replica: bool,
     process: Mutex<Option<Arc<Process>>>,
+    /// Arguments added after the spec's on the next starts (a Redis node restarted with
+    /// persistence on, say); empty by default.
+    extra_args: Mutex<Vec<std::ffi::OsString>>,
     paused: AtomicBool,
     net: Option<Arc<Net>>,
 }
@@ -102,7 +105,9 @@ impl std::fmt::Debug for Node {
 impl Node {
     /// Start (or restart) the server process.
     pub fn start(&self) -> Result<(), TargetError> {
-        let p = Process::start(self.spec.clone())
+        let mut spec = self.spec.clone();
+        spec.args.extend(self.extra_args.lock().unwrap().iter().cloned());
+        let p = Process::start(spec)
             .map_err(|e| TargetError::Setup(format!("start {} ({}): {e}", self.name, self.spec.program.display())))?;
         if let Some(net) = &self.net {
             net.set_owner(p.pid, self.index);
@@ -110,6 +115,12 @@ impl Node {
         *self.process.lock().unwrap() = Some(p);
         self.paused.store(false, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Arguments for the next starts, after the spec's (for Redis, a later `--option` wins
+    /// over an earlier one). Takes effect at the next `start`.
+    pub fn set_extra_args(&self, args: &[&str]) {
+        *self.extra_args.lock().unwrap() = args.iter().map(|a| a.into()).collect();
     }
 
     pub fn process(&self) -> Option<Arc<Process>> {
@@ -356,6 +367,7 @@ impl LocalTarget {
                 clock_file: plan.clock_file,
                 replica,
                 process: Mutex::new(None),
+                extra_args: Mutex::new(Vec::new()),
                 paused: AtomicBool::new(false),
                 net: net.clone(),
             }));

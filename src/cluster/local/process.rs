@@ -134,19 +134,9 @@ impl Process {
         if let Some((uid, gid)) = spec.user {
             cmd.uid(uid).gid(gid);
         }
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
-        // std runs this after setuid, which would otherwise clear the death signal.
+        // SAFETY: the hook makes only async-signal-safe calls (see `die_with_parent`).
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::_exit(1); // dlbench died before we could ask to follow it
-                }
-                Ok(())
-            });
+            cmd.pre_exec(crate::util::die_with_parent());
         }
         let (tx, rx) = mpsc::sync_channel(1);
         spawner().lock().unwrap().send((cmd, tx)).map_err(|_| std::io::Error::other("spawner thread gone"))?;

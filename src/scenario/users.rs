@@ -1,0 +1,1260 @@
+//! The failures lock users report (issue trackers of etcd's `concurrency`, Curator, kazoo,
+//! Redisson, redis-py, PgBouncer), each reproduced on the servers and measured: the
+//! catalogue's U entries. Unlike S1-S10 they yield figures, not only a verdict: a [`Hit`] per
+//! backend and case, the cell of the report's "what users hit" table, with every event
+//! behind it kept as evidence (a JSON file in the result directory).
+//!
+//! - U1: how late a holder learns its lock is gone (cut off from the servers; not extended).
+//! - U2: a `dlbench lock` holder, which keeps its lock alive itself, starved or paused.
+//! - U3: 1,000 locks kept alive at once: losses, renewals, server CPU per 1,000.
+//! - U4: Redlock's quorum eroded by node restarts, with and without fsync and the delay.
+//! - U5: grants that reach a slow client with no validity left.
+//! - U6: session advisory locks through PgBouncer's transaction pooling, and the safe setups.
+//! - U7: the cost of waiting: client requests and server CPU per waiter, 1 to 1,000 waiters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dlbench_core::{DistLock, Expiry, Resource};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use super::scripts::{opts, Ctx, Stage, TTL};
+use crate::kind::BackendKind;
+use crate::summary::scenario::Hit;
+
+/// A hit and its evidence (written by the command next to summary.json).
+pub type Measured = (Hit, Value);
+
+/// The sizes of the scaling entries (`scenario --waiters`, `--locks`).
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// U7's numbers of waiters.
+    pub waiters: Vec<usize>,
+    /// U3's number of locks kept alive at once.
+    pub locks: usize,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes { waiters: HERD.to_vec(), locks: SCALE }
+    }
+}
+
+/// Every event of one measurement, with its time from the measurement's start.
+struct Log {
+    t0: Instant,
+    events: Mutex<Vec<Value>>,
+}
+
+impl Log {
+    fn new() -> Self {
+        Log { t0: Instant::now(), events: Mutex::new(Vec::new()) }
+    }
+    fn at(&self, what: impl Into<String>) {
+        self.at_time(Instant::now(), what)
+    }
+    fn at_time(&self, t: Instant, what: impl Into<String>) {
+        let ms = signed_s(self.t0, t) * 1000.0;
+        self.events.lock().unwrap().push(json!({ "at_ms": (ms * 10.0).round() / 10.0, "event": what.into() }));
+    }
+    fn evidence(&self, about: Value) -> Value {
+        json!({ "about": about, "events": self.events.lock().unwrap().clone() })
+    }
+}
+
+/// `t - origin` in seconds, negative when `t` came first.
+fn signed_s(origin: Instant, t: Instant) -> f64 {
+    match t.checked_duration_since(origin) {
+        Some(d) => d.as_secs_f64(),
+        None => -(origin - t).as_secs_f64(),
+    }
+}
+
+fn hit(ctx: &Ctx, entry: &str, case: &str) -> Hit {
+    Hit {
+        entry: entry.into(),
+        title: super::find(entry).map(|s| s.title.to_string()).unwrap_or_default(),
+        backend: ctx.kind.name().into(),
+        case: case.into(),
+        ..Hit::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// U1: the lost-lock notice delay.
+
+/// How the holder loses its lock in U1.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Loss {
+    /// The holder, extending every third of its TTL as a watchdog does, is cut off from
+    /// every server (bytes held, connections open).
+    CutOff,
+    /// The holder stops extending (busy, or its watchdog died) and the TTL runs out on the
+    /// server; it is not cut off. TTL designs only: a session's keep-alive is not the
+    /// holder's to stop.
+    NotExtended,
+}
+
+impl Loss {
+    fn case(self) -> &'static str {
+        match self {
+            Loss::CutOff => "cut off",
+            Loss::NotExtended => "not extended",
+        }
+    }
+}
+
+/// The U1 cases on a backend.
+pub fn losses(expiry: Expiry) -> Vec<Loss> {
+    if expiry == Expiry::Ttl {
+        vec![Loss::CutOff, Loss::NotExtended]
+    } else {
+        vec![Loss::CutOff]
+    }
+}
+
+/// U1: from the server letting the lock go (another client is granted it) to the holder
+/// learning it (its lost signal fires, or an extend fails); a holder told only by its
+/// release (`not held`) was never told while it mattered.
+pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measured> {
+    let name = format!("U1-{}", loss.case().replace(' ', "-"));
+    let ttl = TTL;
+    let st = Stage::open(ctx, &name, ttl, 2).await;
+    let net = ctx.net()?;
+    let (group, hb) = ctx.dedicated().await?;
+    let holder = st.actor(0, "holder", &hb).await?;
+    let next = st.actor(1, "next", &ctx.backend).await?;
+    let log = Log::new();
+    // Bounded: a server that never lets go (a lock on a connection the cut keeps open) ends
+    // the measurement here.
+    // Three TTLs and a request timeout: a TTL or session runs out within one and a bit,
+    // and a hung extend gives up after its 5 s request timeout.
+    let limit = ttl * 3 + Duration::from_secs(4);
+    let mut lease = holder.acquire(&st.key, &opts(ttl, Duration::from_secs(10))).await?;
+    log.at("holder acquired");
+    if loss == Loss::CutOff {
+        // A holder that extends, as a watchdog does, once before the cut.
+        tokio::time::sleep(ttl / 3).await;
+        let r = holder.client.extend(&mut lease, ttl).await;
+        log.at(format!("holder extended: {}", r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())));
+        let nodes: Vec<usize> = ctx.target.nodes_of(ctx.kind).iter().map(|n| n.index).collect();
+        net.cut_clients(group, &nodes);
+        st.event("client-partition", "start", &["holder"]);
+    }
+    let origin = Instant::now();
+    log.at(if loss == Loss::CutOff { "holder cut off from every server" } else { "holder stops extending" });
+    let (granted_tx, mut granted_rx) = tokio::sync::watch::channel(None::<Instant>);
+    let key = st.key.clone();
+    let observer = async {
+        // The next client waits for the lock: its grant is when the server let it go (at the
+        // latest; a watch or a 20 ms poll away from it).
+        let r = next.acquire(&key, &opts(ttl, limit).with_retry_interval(Duration::from_millis(20))).await;
+        let at = Instant::now();
+        let got = match r {
+            Ok(l) => {
+                log.at_time(at, "the next client was granted the lock: the server let it go");
+                let _ = next.release(l).await;
+                Some(at)
+            }
+            Err(e) => {
+                log.at(format!("the next client was not granted the lock: {e}"));
+                None
+            }
+        };
+        let _ = granted_tx.send(Some(at));
+        got
+    };
+    let extend = loss == Loss::CutOff;
+    let mut signal = lease.lost.clone();
+    let watch = async {
+        let deadline = origin + limit;
+        loop {
+            let tick = async {
+                tokio::time::sleep(ttl / 3).await;
+                if extend {
+                    Some(holder.client.extend(&mut lease, ttl).await)
+                } else {
+                    None
+                }
+            };
+            // Not extending, the holder works on until a second after the next client got
+            // in (or gave up), then releases.
+            let work_done = async {
+                if extend {
+                    std::future::pending::<()>().await
+                }
+                let _ = granted_rx.wait_for(|g| g.is_some()).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            };
+            tokio::select! {
+                why = signal.lost() => return Some((Instant::now(), format!("its lost signal ({why})"))),
+                r = tick => {
+                    if let Some(Err(e)) = r {
+                        return Some((Instant::now(), format!("a failed extend ({})", e.kind())));
+                    }
+                }
+                _ = work_done => return None,
+                _ = tokio::time::sleep_until(deadline.into()) => return None,
+            }
+        }
+    };
+    let (granted, told) = tokio::join!(observer, watch);
+    if let Some((t, how)) = &told {
+        log.at_time(*t, format!("the holder was told, by {how}"));
+    }
+    let valid_until = lease.valid_until;
+    if loss == Loss::CutOff {
+        net.heal();
+        st.event("client-partition", "end", &["holder"]);
+    }
+    let release = match holder.release(lease).await {
+        Ok(()) => "ok".to_string(),
+        Err(e) => e.kind().to_string(),
+    };
+    log.at(format!("the holder released: {release}"));
+    holder.client.abandon().await;
+    next.client.close().await;
+    drop(st);
+
+    let mut h = hit(ctx, "U1", loss.case());
+    let let_go = granted.map(|g| signed_s(origin, g));
+    let told_s = told.as_ref().map(|(t, _)| signed_s(origin, *t));
+    let validity = signed_s(origin, valid_until);
+    if let Some(g) = let_go {
+        h.values.insert("let_go_s".into(), g);
+        h.values.insert("validity_vs_let_go_s".into(), validity - g);
+    }
+    if let Some(t) = told_s {
+        h.values.insert("told_s".into(), t);
+    }
+    h.values.insert("never_told".into(), if told.is_none() { 1.0 } else { 0.0 });
+    let from = if loss == Loss::CutOff { "the cut" } else { "the last extend" };
+    h.figure = match (let_go, &told) {
+        (Some(g), Some((_, how))) => {
+            let d = told_s.unwrap_or(0.0) - g;
+            h.values.insert("delay_s".into(), d);
+            let when = if d < 0.0 { format!("{:.2} s before", -d) } else { format!("{d:.2} s after") };
+            format!("told {when} the server let go ({g:.2} s after {from}), by {how}")
+        }
+        (Some(g), None) => format!("never told before its release ({release}); the server let go {g:.2} s after {from}"),
+        (None, Some((_, how))) => format!("the server kept the lock {:.0} s (the cut holds its connection open); told after {:.2} s, by {how}", limit.as_secs_f64(), told_s.unwrap_or(0.0)),
+        (None, None) => format!("the server kept the lock {:.0} s and the holder was never told", limit.as_secs_f64()),
+    };
+    if let Some(g) = let_go {
+        let v = validity - g;
+        let when = if v < 0.0 { format!("{:.2} s before it", -v) } else { format!("{v:.2} s after it") };
+        h.figure.push_str(&format!("; its own validity ended {when}"));
+    }
+    // A figure is evidence either way; the measurement fails only when nothing happened
+    // that it could measure from.
+    h.ok = let_go.is_some() || told.is_some();
+    if !h.ok {
+        h.notes.push("neither the server let go nor the holder was told within the limit: nothing measured".into());
+    }
+    let about = json!({ "ttl_s": ttl.as_secs_f64(), "limit_s": limit.as_secs_f64(), "extend_every_s": (ttl / 3).as_secs_f64(), "origin": from });
+    Ok((h, log.evidence(about)))
+}
+
+// ---------------------------------------------------------------------------------------
+// U6: advisory locks through PgBouncer.
+
+/// The U6 cases on a backend: (case, pooling mode, transaction-level lock, expect trouble).
+pub fn poolings(kind: BackendKind) -> Vec<(&'static str, &'static str, bool, bool)> {
+    match kind {
+        BackendKind::PgAdvisory => vec![
+            ("transaction pooling", "transaction", false, true),
+            ("session pooling", "session", false, false),
+        ],
+        BackendKind::PgAdvisoryXact => vec![("transaction pooling, transaction lock", "transaction", true, false)],
+        _ => vec![],
+    }
+}
+
+/// Where PgBouncer is, if installed (Debian keeps it in /usr/sbin).
+pub fn pgbouncer_bin() -> Option<std::path::PathBuf> {
+    crate::cluster::local::bins::which("pgbouncer").or_else(|| {
+        let p = std::path::PathBuf::from("/usr/sbin/pgbouncer");
+        p.exists().then_some(p)
+    })
+}
+
+/// The advisory lock key U6 uses.
+const U6_KEY: i64 = 917_006;
+const U6_CLIENTS: usize = 4;
+const U6_FOR: Duration = Duration::from_secs(4);
+
+/// A PgBouncer started for one case, stopped (by its pid) when dropped.
+struct Bouncer(Arc<crate::cluster::local::process::Process>);
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        self.0.stop(Duration::from_secs(2));
+    }
+}
+
+/// U6: four clients take and release one advisory lock through PgBouncer for a few
+/// seconds; the resource counts double grants; refused unlocks and locks left on the
+/// server once every client has gone are counted. Transaction pooling with the session
+/// lock is expected to break; session pooling, and the transaction lock, are not.
+pub async fn pgbouncer(ctx: &Ctx, case: &str, mode: &str, xact: bool, trouble: bool) -> anyhow::Result<Measured> {
+    use sqlx::{ConnectOptions, Connection, Row};
+    let bin = pgbouncer_bin().ok_or_else(|| anyhow::anyhow!("pgbouncer is not installed (apt-get install pgbouncer)"))?;
+    anyhow::ensure!(ctx.target.password().is_none(), "U6 runs on dlbench's own PostgreSQL without a password");
+    let node = ctx.target.nodes_of(ctx.kind).into_iter().next().ok_or_else(|| anyhow::anyhow!("no PostgreSQL node"))?;
+    let (pg_host, pg_port) = node.real_addr.rsplit_once(':').ok_or_else(|| anyhow::anyhow!("no port in {}", node.real_addr))?;
+    let mut ports = crate::cluster::local::ports::PortClaims::new();
+    let port = ports.claim()?;
+    let dir = ctx.target.dir.join(format!("pgbouncer-{}", case.replace([' ', ','], "-")));
+    std::fs::create_dir_all(&dir)?;
+    let ini = dir.join("pgbouncer.ini");
+    // Loopback only; `auth_type = any` because dlbench's own PostgreSQL trusts loopback
+    // (no password anywhere on disk); sqlx's extra_float_digits start-up parameter is the
+    // one PgBouncer must be told to ignore. Session pooling resets each server connection
+    // (DISCARD ALL, which drops advisory locks) when its client leaves.
+    std::fs::write(
+        &ini,
+        format!(
+            "[databases]\npostgres = host={pg_host} port={pg_port} dbname=postgres user=postgres\n\n\
+             [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = any\n\
+             pool_mode = {mode}\ndefault_pool_size = 2\nmax_client_conn = 50\n\
+             ignore_startup_parameters = extra_float_digits\nlogfile =\npidfile =\n"
+        ),
+    )?;
+    let mut spec = crate::cluster::local::process::Spec::new("pgbouncer", &bin, dir.join("log"));
+    spec = spec.arg(&ini);
+    // PgBouncer refuses to run as root: as PostgreSQL's own user then.
+    spec.user = crate::cluster::local::postgres::run_as().map_err(anyhow::Error::msg)?;
+    if let Some((uid, gid)) = spec.user {
+        for p in [&dir, &ini] {
+            std::os::unix::fs::chown(p, Some(uid), Some(gid))?;
+        }
+    }
+    let log = Log::new();
+    let bouncer = Bouncer(crate::cluster::local::process::Process::start(spec)?);
+    log.at(format!("pgbouncer started, pool_mode = {mode}, default_pool_size = 2, pid {}", bouncer.0.pid));
+    let front = format!("127.0.0.1:{port}");
+    let ready = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(&front).await.is_err() {
+        anyhow::ensure!(Instant::now() < ready && bouncer.0.is_running(), "pgbouncer did not listen on {front}: {}", std::fs::read_to_string(dir.join("log")).unwrap_or_default().lines().last().unwrap_or(""));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let options = |port: u16| {
+        sqlx::postgres::PgConnectOptions::new()
+            .host("127.0.0.1")
+            .port(port)
+            .username("postgres")
+            .database("postgres")
+            .extra_float_digits(None)
+            .disable_statement_logging()
+    };
+    let resource = Resource::new(1);
+    let grants = AtomicU64::new(0);
+    let refused_unlocks = AtomicU64::new(0);
+    let errors: Mutex<Vec<String>> = Mutex::default();
+    let lock_fn = if xact { "pg_try_advisory_xact_lock" } else { "pg_try_advisory_lock" };
+    let until = Instant::now() + U6_FOR;
+    // The simple query protocol (raw SQL): PgBouncer 1.18 keeps no prepared statement
+    // across transactions, and this is how an application's statements reach it.
+    let client = |i: usize| {
+        let (resource, grants, refused_unlocks, errors, log) = (&resource, &grants, &refused_unlocks, &errors, &log);
+        async move {
+            let run = async {
+                let mut c = options(port).connect().await?;
+                while Instant::now() < until {
+                    if xact {
+                        sqlx::raw_sql("BEGIN").execute(&mut c).await?;
+                    }
+                    let q = sqlx::AssertSqlSafe(format!("SELECT {lock_fn}({U6_KEY})::text"));
+                    let got: String = sqlx::raw_sql(q).fetch_one(&mut c).await?.try_get(0)?;
+                    if got == "true" {
+                        grants.fetch_add(1, Ordering::Relaxed);
+                        let mut s = resource.enter(0, None);
+                        s.read();
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        s.write_incremented();
+                        s.exit();
+                        if s.record().overlapped {
+                            log.at(format!("client {i} was granted the lock while another client held it"));
+                        }
+                        if xact {
+                            sqlx::raw_sql("COMMIT").execute(&mut c).await?;
+                        } else {
+                            let q = sqlx::AssertSqlSafe(format!("SELECT pg_advisory_unlock({U6_KEY})::text"));
+                            let un: String = sqlx::raw_sql(q).fetch_one(&mut c).await?.try_get(0)?;
+                            if un != "true" {
+                                if refused_unlocks.fetch_add(1, Ordering::Relaxed) < 5 {
+                                    log.at(format!("client {i}'s unlock was refused: its statement ran on a server connection that does not hold the lock"));
+                                }
+                            }
+                        }
+                    } else {
+                        if xact {
+                            sqlx::raw_sql("COMMIT").execute(&mut c).await?;
+                        }
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+                c.close().await?;
+                Ok::<_, anyhow::Error>(())
+            };
+            if let Err(e) = run.await {
+                log.at(format!("client {i} failed: {e}"));
+                errors.lock().unwrap().push(e.to_string());
+            }
+        }
+    };
+    futures::future::join_all((0..U6_CLIENTS).map(client)).await;
+    // Every client has gone. What PostgreSQL still holds for the key lives on PgBouncer's
+    // server connections: stranded, until those connections close.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let direct: u16 = pg_port.parse()?;
+    let stranded: i64 = {
+        let mut c = options(direct).connect().await?;
+        let q = sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = {U6_KEY} AND pid <> pg_backend_pid()"
+        ));
+        let n: i64 = sqlx::raw_sql(q).fetch_one(&mut c).await?.try_get(0)?;
+        let _ = c.close().await;
+        n
+    };
+    log.at(format!("every client gone: {stranded} advisory lock(s) on the key still held on the server"));
+    drop(bouncer);
+    log.at("pgbouncer stopped");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let stats = resource.stats().total;
+    let grants = grants.load(Ordering::Relaxed);
+    let refused = refused_unlocks.load(Ordering::Relaxed);
+    let errors = errors.into_inner().unwrap();
+    let mut h = hit(ctx, "U6", case);
+    h.values.insert("grants".into(), grants as f64);
+    h.values.insert("overlaps".into(), stats.overlaps as f64);
+    h.values.insert("lost_updates".into(), stats.lost_updates as f64);
+    h.values.insert("refused_unlocks".into(), refused as f64);
+    h.values.insert("stranded".into(), stranded as f64);
+    h.values.insert("errors".into(), errors.len() as f64);
+    let broken = stats.overlaps > 0 || refused > 0 || stranded > 0;
+    h.figure = format!(
+        "{} double grant(s) in {grants} grants, {refused} unlock(s) refused, {stranded} lock(s) stranded after every client left{}",
+        stats.overlaps,
+        if errors.is_empty() { String::new() } else { format!(", {} client error(s): {}", errors.len(), errors[0]) }
+    );
+    h.expected = Some(if trouble { "double grants, refused unlocks or stranded locks".into() } else { "none of them, and no error".into() });
+    h.ok = grants > 0 && if trouble { broken } else { !broken && errors.is_empty() };
+    if grants == 0 {
+        h.notes.push("no client was ever granted the lock: nothing measured".into());
+    }
+    let about = json!({ "pool_mode": mode, "default_pool_size": 2, "clients": U6_CLIENTS, "seconds": U6_FOR.as_secs_f64(), "lock": lock_fn, "key": U6_KEY, "pgbouncer": bin.display().to_string() });
+    Ok((h, log.evidence(about)))
+}
+
+// ---------------------------------------------------------------------------------------
+// U7: the cost of waiting.
+
+/// The waiter counts U7 steps through by default.
+pub const HERD: [usize; 4] = [1, 10, 100, 1000];
+/// How long the waiters are measured while they wait, and after the release.
+const HERD_WINDOW: Duration = Duration::from_secs(2);
+const HERD_SETTLE: Duration = Duration::from_secs(1);
+const HERD_WAKE: Duration = Duration::from_secs(1);
+
+/// CPU time (ms) used so far by the servers `pids` and every process they started (their
+/// process groups, and descendants that left them: PostgreSQL's backends call setsid), from
+/// /proc; with the children already reaped (cutime, cstime).
+pub fn group_cpu_ms(pids: &[i32]) -> f64 {
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // pid -> (ppid, pgrp, own ticks, reaped children's ticks)
+    let mut procs: Vec<(i32, i32, i32, u64, u64)> = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // The command name may hold spaces; the fields after it are fixed.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let int = |i: usize| f.get(i).and_then(|v| v.parse::<i32>().ok()).unwrap_or(-1);
+        procs.push((pid, int(1), int(2), num(11) + num(12), num(13) + num(14)));
+    }
+    let mut mine: std::collections::HashSet<i32> = procs.iter().filter(|p| pids.contains(&p.0) || pids.contains(&p.2)).map(|p| p.0).collect();
+    loop {
+        let more: Vec<i32> = procs.iter().filter(|p| !mine.contains(&p.0) && mine.contains(&p.1)).map(|p| p.0).collect();
+        if more.is_empty() {
+            break;
+        }
+        mine.extend(more);
+    }
+    let ticks: u64 = procs.iter().filter(|p| mine.contains(&p.0)).map(|p| p.3 + if pids.contains(&p.0) { p.4 } else { 0 }).sum();
+    ticks as f64 * 1000.0 / tick
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child that leaves its parent's process group (as PostgreSQL's backends do) still
+    /// counts; a process outside the tree does not.
+    #[test]
+    fn server_cpu_counts_the_tree_of_the_server() {
+        use std::os::unix::process::CommandExt;
+        // The parent sleeps; only its child, in a session of its own, does work.
+        let mut parent = std::process::Command::new("sh")
+            .args(["-c", "setsid -w sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exec sleep 60' & sleep 60"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = parent.id() as i32;
+        let child_pgrp_differs = || {
+            std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                let f: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+                f.get(1) == Some(&pid.to_string().as_str()) && f.get(2) != Some(&pid.to_string().as_str())
+            })
+        };
+        // Bounded waits, not timings: until the child has left the group and done its work.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut cpu = 0.0;
+        let mut left = false;
+        while std::time::Instant::now() < deadline && !(left && cpu >= 50.0) {
+            left = left || child_pgrp_differs();
+            cpu = group_cpu_ms(&[pid]);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let none = group_cpu_ms(&[i32::MAX - 1]);
+        // Stop what we started, by PID: the child in its own session, then the group.
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let f: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+            if f.get(1) == Some(&pid.to_string().as_str()) {
+                if let Ok(child) = e.file_name().to_string_lossy().parse::<i32>() {
+                    unsafe { libc::kill(child, libc::SIGKILL) };
+                }
+            }
+        }
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = parent.kill();
+        let _ = parent.wait();
+        assert!(left, "the child left its parent's process group");
+        assert!(cpu >= 50.0, "the work of a child outside the group counts: {cpu} ms");
+        assert_eq!(none, 0.0, "nothing belongs to no server");
+    }
+}
+
+/// The open-file limit, raised (1,000 waiters with their proxies need tens of thousands of
+/// descriptors): to 65,536 where permitted (root may raise the hard limit), else to the
+/// hard limit. Returns the limit in effect.
+fn raise_nofile() -> u64 {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 1024;
+        }
+        let want = r.rlim_max.max(65_536);
+        for lim in [libc::rlimit { rlim_cur: want, rlim_max: want }, libc::rlimit { rlim_cur: r.rlim_max, rlim_max: r.rlim_max }] {
+            if lim.rlim_cur <= r.rlim_cur {
+                break;
+            }
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                r = lim;
+                break;
+            }
+        }
+    }
+    r.rlim_cur as u64
+}
+
+/// Client reads at the proxies and server CPU (ms) over `d`.
+async fn window(net: &crate::nemesis::net::Net, pids: &[i32], d: Duration) -> (f64, f64) {
+    let (r, _, c) = window_bytes(net, pids, d).await;
+    (r, c)
+}
+
+/// Client reads, client bytes and server CPU (ms) over `d`.
+async fn window_bytes(net: &crate::nemesis::net::Net, pids: &[i32], d: Duration) -> (f64, f64, f64) {
+    let (r0, b0) = net.client_traffic();
+    let c0 = group_cpu_ms(pids);
+    tokio::time::sleep(d).await;
+    let (r1, b1) = net.client_traffic();
+    ((r1 - r0) as f64, (b1 - b0) as f64, group_cpu_ms(pids) - c0)
+}
+
+/// U7: one holder keeps a key; 1, 10, 100, 1,000 waiters (each its own client, as separate
+/// processes would be) wait for it. Measured while they wait: the requests clients send
+/// (reads at the proxies) per waiter per second, and the servers' CPU, both beyond what the
+/// holder alone costs; then the second after the release: requests per waiter (every poller
+/// tries again; a watch wakes one) and the time to the next grant.
+pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measured> {
+    let net = ctx.net()?;
+    let nodes = ctx.target.nodes_of(ctx.kind);
+    let pids: Vec<i32> = nodes.iter().filter_map(|n| n.pid()).collect();
+    let nofile = raise_nofile();
+    let log = Log::new();
+    let ttl = Duration::from_secs(30);
+    let holder = ctx.backend.client().await?;
+    // The holder alone: its keep-alives and the servers' idle work.
+    let key0 = ctx.key("U7-base");
+    let l0 = holder.acquire(&key0, &opts(ttl, Duration::from_secs(10))).await?;
+    let (base_reads, base_cpu) = window(net, &pids, HERD_WINDOW).await;
+    let _ = holder.release(l0).await;
+    let per_s = |x: f64| x / HERD_WINDOW.as_secs_f64();
+    log.at(format!("baseline, the holder alone: {:.1} requests/s, server CPU {:.1} ms/s", per_s(base_reads), per_s(base_cpu)));
+    let mut h = hit(ctx, "U7", "");
+    let mut rounds = Vec::new();
+    let mut cells = Vec::new();
+    for &n in sizes {
+        // Each client's connections pass a proxy: three descriptors each in this process.
+        let need = n as u64 * nodes.len() as u64 * 3;
+        if need > nofile / 2 {
+            let why = format!("{n} waiters not run: about {need} open files, over half the limit ({nofile})");
+            log.at(&why);
+            h.notes.push(why);
+            continue;
+        }
+        let key = ctx.key(&format!("U7-{n}"));
+        let opened: Vec<Result<Box<dyn DistLock>, _>> =
+            futures::stream::iter(0..n).map(|_| ctx.backend.client()).buffer_unordered(50).collect().await;
+        let mut clients: Vec<Arc<dyn DistLock>> = Vec::new();
+        let mut open_errors = Vec::new();
+        for c in opened {
+            match c {
+                Ok(c) => clients.push(Arc::from(c)),
+                Err(e) => open_errors.push(e.to_string()),
+            }
+        }
+        if !open_errors.is_empty() {
+            log.at(format!("{n} waiters: {} could not open a client: {}", open_errors.len(), open_errors[0]));
+        }
+        let lease = match holder.acquire(&key, &opts(ttl, Duration::from_secs(10))).await {
+            Ok(l) => l,
+            Err(e) => {
+                h.notes.push(format!("{n} waiters: the holder could not take the key: {e}"));
+                close_all(&clients).await;
+                break;
+            }
+        };
+        let grants = Arc::new(AtomicU64::new(0));
+        let first_grant = Arc::new(Mutex::new(None::<Instant>));
+        let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+        let tasks: Vec<_> = clients
+            .iter()
+            .map(|c| {
+                let (c, key, grants, first_grant, failures) = (c.clone(), key.clone(), grants.clone(), first_grant.clone(), failures.clone());
+                // The library's own retry interval: what a user of it gets.
+                let o = dlbench_core::AcquireOptions::default().with_ttl(ttl).with_wait(Duration::from_secs(60));
+                tokio::spawn(async move {
+                    match c.acquire(&key, &o).await {
+                        Ok(l) => {
+                            grants.fetch_add(1, Ordering::Relaxed);
+                            first_grant.lock().unwrap().get_or_insert(Instant::now());
+                            let _ = c.release(l).await;
+                        }
+                        Err(e) => failures.lock().unwrap().push(e.to_string()),
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(HERD_SETTLE).await;
+        let waiting = clients.len();
+        let (reads, cpu) = window(net, &pids, HERD_WINDOW).await;
+        let early = grants.load(Ordering::Relaxed);
+        let released = Instant::now();
+        let _ = holder.release(lease).await;
+        let (wake_reads, _) = window(net, &pids, HERD_WAKE).await;
+        let handoff = first_grant.lock().unwrap().map(|t| signed_s(released, t) * 1000.0);
+        for t in &tasks {
+            t.abort();
+        }
+        close_all(&clients).await;
+        let failed = failures.lock().unwrap().clone();
+        let req = ((per_s(reads) - per_s(base_reads)) / waiting.max(1) as f64).max(0.0);
+        let cpu_s = (per_s(cpu) - per_s(base_cpu)).max(0.0);
+        let wake = wake_reads / waiting.max(1) as f64;
+        log.at(format!(
+            "{n} waiters ({waiting} opened): {req:.2} requests/s each while waiting, server CPU {cpu_s:.1} ms/s beyond the holder's; \
+             after the release {wake:.2} requests each in {:.0} s, next grant {}; {early} granted before the release, {} failed{}",
+            HERD_WAKE.as_secs_f64(),
+            handoff.map_or("none".into(), |ms| format!("{ms:.0} ms after it")),
+            failed.len(),
+            failed.first().map(|e| format!(" ({e})")).unwrap_or_default()
+        ));
+        h.values.insert(format!("requests_per_waiter_s@{n}"), req);
+        h.values.insert(format!("server_cpu_ms_s@{n}"), cpu_s);
+        h.values.insert(format!("wake_requests_per_waiter@{n}"), wake);
+        if let Some(ms) = handoff {
+            h.values.insert(format!("handoff_ms@{n}"), ms);
+        }
+        h.values.insert(format!("failed@{n}"), (failed.len() + open_errors.len()) as f64);
+        if early > 0 {
+            h.notes.push(format!("{n} waiters: {early} granted while the holder held the key"));
+        }
+        if !failed.is_empty() || !open_errors.is_empty() {
+            h.notes.push(format!(
+                "{n} waiters: {} failed: {}",
+                failed.len() + open_errors.len(),
+                open_errors.first().or(failed.first()).cloned().unwrap_or_default()
+            ));
+        }
+        rounds.push(n);
+        cells.push((if waiting < n { format!("{n} ({waiting} opened)") } else { n.to_string() }, req, cpu_s, wake));
+    }
+    holder.close().await;
+    let list = |f: &dyn Fn(&(String, f64, f64, f64)) -> String| cells.iter().map(f).collect::<Vec<_>>().join("/");
+    h.figure = if cells.is_empty() {
+        "not measured".into()
+    } else {
+        format!(
+            "requests/s per waiter at {} waiters: {}; server CPU ms/s: {}; requests per waiter in the second after a release: {}",
+            list(&|c| c.0.clone()),
+            list(&|c| format!("{:.1}", c.1)),
+            list(&|c| format!("{:.1}", c.2)),
+            list(&|c| format!("{:.2}", c.3))
+        )
+    };
+    // Evidence needs waiters that waited: every step run, none granted early.
+    h.ok = !cells.is_empty() && !h.notes.iter().any(|n| n.contains("granted while the holder"));
+    let about = json!({ "waiters": rounds, "window_s": HERD_WINDOW.as_secs_f64(), "settle_s": HERD_SETTLE.as_secs_f64(), "holder_ttl_s": ttl.as_secs_f64(),
+        "baseline_requests_s": per_s(base_reads), "baseline_server_cpu_ms_s": per_s(base_cpu), "servers": pids.len() });
+    Ok((h, log.evidence(about)))
+}
+
+async fn close_all(clients: &[Arc<dyn DistLock>]) {
+    futures::stream::iter(clients.iter().cloned())
+        .for_each_concurrent(100, |c| async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
+        })
+        .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// U5: grants that arrive with no validity left.
+
+/// The U5 cases: (case, one-way delay on the waiter's links). TTL 3 s: a round trip of a
+/// third of it, and one longer than it.
+pub const SLOW_REPLIES: [(&str, Duration); 2] =
+    [("one-way 0.5 s", Duration::from_millis(500)), ("one-way 1.6 s", Duration::from_millis(1600))];
+const U5_TRIALS: usize = 2;
+
+/// U5 (etcd #9921, #11456): a waiter whose every byte to and from the servers is delayed
+/// waits for a held lock; when its acquire returns, how much of its validity is left (the
+/// lease's `valid_until`, which each design computes from what it knows)? A grant with
+/// none left is a lock the client may use after the servers have let it go; refusing it is
+/// the safe answer (Redlock's validity check).
+pub async fn slow_grant(ctx: &Ctx, case: &str, delay: Duration) -> anyhow::Result<Measured> {
+    let ttl = TTL;
+    let net = ctx.net()?;
+    let log = Log::new();
+    let (group, wb) = ctx.dedicated().await?;
+    let waiter = wb.client().await?;
+    let holder = ctx.backend.client().await?;
+    // The waiter's session and connections are set up at full speed; from now on its
+    // every byte takes `delay` each way.
+    net.slow_clients(group, delay);
+    log.at(format!("the waiter's links delayed {} ms each way", delay.as_millis()));
+    let mut h = hit(ctx, "U5", case);
+    let (mut granted, mut none_left, mut refused) = (0u32, 0u32, Vec::new());
+    let mut left = Vec::new();
+    for trial in 0..U5_TRIALS {
+        let key = ctx.key(&format!("U5-{}-{trial}", delay.as_millis()));
+        let held = holder.acquire(&key, &opts(ttl, Duration::from_secs(10))).await?;
+        log.at(format!("trial {trial}: the holder took the lock"));
+        let k = key.clone();
+        let w = &waiter;
+        let wait = async move {
+            let invoked = Instant::now();
+            // Long enough for several round trips at the delay.
+            let r = w.acquire(&k, &opts(ttl, delay * 8 + Duration::from_secs(4))).await;
+            (invoked, r, Instant::now())
+        };
+        let hold = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let r = holder.release(held).await;
+            log.at(format!("trial {trial}: the holder released: {}", r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())));
+        };
+        let ((invoked, r, returned), ()) = tokio::join!(wait, hold);
+        match r {
+            Ok(l) => {
+                granted += 1;
+                let rest = signed_s(returned, l.valid_until);
+                left.push(rest);
+                if rest <= 0.0 {
+                    none_left += 1;
+                }
+                log.at_time(returned, format!(
+                    "trial {trial}: the waiter was granted {:.2} s after it asked, with {rest:+.2} s of validity left (TTL {:.0} s)",
+                    signed_s(invoked, returned),
+                    ttl.as_secs_f64()
+                ));
+                let r = waiter.release(l).await;
+                log.at(format!("trial {trial}: the waiter released: {}", r.map_or_else(|e| e.to_string(), |_| "ok".into())));
+            }
+            Err(e) => {
+                log.at_time(returned, format!("trial {trial}: the waiter's acquire failed after {:.2} s: {e}", signed_s(invoked, returned)));
+                refused.push(e.kind().to_string());
+            }
+        }
+    }
+    net.heal();
+    log.at("links healed");
+    waiter.abandon().await;
+    holder.close().await;
+    h.values.insert("granted".into(), granted as f64);
+    h.values.insert("granted_with_none_left".into(), none_left as f64);
+    h.values.insert("refused".into(), refused.len() as f64);
+    if let Some(min) = left.iter().cloned().reduce(f64::min) {
+        h.values.insert("least_validity_left_s".into(), min);
+    }
+    let lefts = left.iter().map(|x| format!("{x:+.2}")).collect::<Vec<_>>().join(", ");
+    h.figure = match (granted, refused.is_empty()) {
+        (0, _) => format!("refused every time ({})", refused.join(", ")),
+        (_, true) => format!("{granted} granted, {none_left} with no validity left (left: {lefts} s)"),
+        (_, false) => format!("{granted} granted, {none_left} with no validity left (left: {lefts} s); {} refused ({})", refused.len(), refused.join(", ")),
+    };
+    h.ok = true;
+    let about = json!({ "ttl_s": ttl.as_secs_f64(), "one_way_delay_s": delay.as_secs_f64(), "trials": U5_TRIALS, "holder_holds_s": 1.0 });
+    Ok((h, log.evidence(about)))
+}
+
+// ---------------------------------------------------------------------------------------
+// U4: Redlock's quorum eroded by restarts.
+
+/// How the Redlock nodes restart in U4.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Erosion {
+    /// No persistence, restarted at once: the node comes back empty.
+    Empty,
+    /// No persistence, kept down a TTL before it restarts (the Redlock page's delayed restart).
+    Delayed,
+    /// `appendonly yes`, `appendfsync always`, restarted at once: the key survives.
+    Fsync,
+}
+
+pub const EROSIONS: [(&str, Erosion); 3] = [
+    ("no persistence, restart at once", Erosion::Empty),
+    ("no persistence, restart after a TTL", Erosion::Delayed),
+    ("appendfsync always, restart at once", Erosion::Fsync),
+];
+
+/// U4 (the Redlock page's "Performance, crash recovery and fsync"; Kleppmann 2016): a holder
+/// keeps a lock on all five nodes; three nodes restart one after another within its TTL;
+/// after each restart another client tries. A grant while the holder's validity lasts is a
+/// double grant. Reported per 100 restarts.
+pub async fn erosion(ctx: &Ctx, case: &str, how: Erosion) -> anyhow::Result<Measured> {
+    let ttl = TTL;
+    let nodes: Vec<_> = ctx.target.nodes_of(ctx.kind).into_iter().filter(|n| !n.replica).collect();
+    anyhow::ensure!(nodes.len() == 5, "redlock needs its five nodes");
+    let log = Log::new();
+    let restart_all = |args: &'static [&'static str]| async move {
+        for n in ctx.target.nodes_of(ctx.kind) {
+            n.set_extra_args(args);
+            n.kill();
+            n.start()?;
+        }
+        ctx.target.wait_healthy(ctx.kind).await?;
+        Ok::<_, anyhow::Error>(())
+    };
+    const FSYNC: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
+    if how == Erosion::Fsync {
+        restart_all(FSYNC).await?;
+        log.at("every node restarted with appendonly yes, appendfsync always");
+    }
+    let rounds = if how == Erosion::Delayed { 4 } else { 10 };
+    let (mut restarts, mut doubles, mut contender_grants) = (0u32, 0u32, 0u32);
+    for round in 0..rounds {
+        // A fresh holder each round: its connections to the restarted nodes are gone.
+        let holder = ctx.backend.client().await?;
+        let key = ctx.key(&format!("U4-{}-{round}", case.len()));
+        let lease = holder.acquire(&key, &opts(ttl, Duration::from_secs(5))).await?;
+        log.at(format!("round {round}: the holder took the lock"));
+        let mut down = Vec::new();
+        for n in nodes.iter().take(3) {
+            n.kill();
+            restarts += 1;
+            if how == Erosion::Delayed {
+                down.push(n.clone());
+                log.at(format!("round {round}: {} killed, kept down", n.name));
+            } else {
+                n.start()?;
+                ctx.target.wait_healthy(ctx.kind).await?;
+                log.at(format!("round {round}: {} killed and restarted", n.name));
+            }
+            // A fresh client each try: no connection of it saw the node before the restart.
+            let contender = match ctx.backend.client().await {
+                Ok(c) => c,
+                Err(e) => {
+                    log.at(format!("round {round}: another client could not connect: {e}"));
+                    continue;
+                }
+            };
+            let r = contender.acquire(&key, &opts(ttl, Duration::ZERO)).await;
+            let now = Instant::now();
+            if let Ok(l) = r {
+                contender_grants += 1;
+                let double = now < lease.valid_until;
+                if double {
+                    doubles += 1;
+                }
+                log.at(format!(
+                    "round {round}: another client was granted the lock{}",
+                    if double { format!(" with {:.2} s of the holder's validity left: a double grant", signed_s(now, lease.valid_until)) } else { " after the holder's validity".into() }
+                ));
+                let _ = contender.release(l).await;
+            }
+            contender.close().await;
+        }
+        if !down.is_empty() {
+            // The delayed restart: a TTL after the crash, when the key has expired anyway.
+            tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+            for n in &down {
+                n.start()?;
+            }
+            ctx.target.wait_healthy(ctx.kind).await?;
+            log.at(format!("round {round}: the killed nodes restarted a TTL later"));
+        }
+        let r = holder.release(lease).await;
+        log.at(format!("round {round}: the holder released: {}", r.map_or_else(|e| e.to_string(), |_| "ok".into())));
+        holder.close().await;
+    }
+    if how == Erosion::Fsync {
+        restart_all(&[]).await?;
+        log.at("every node restarted as before, without persistence");
+    }
+    let mut h = hit(ctx, "U4", case);
+    let per100 = doubles as f64 * 100.0 / restarts.max(1) as f64;
+    h.values.insert("restarts".into(), restarts as f64);
+    h.values.insert("double_grants".into(), doubles as f64);
+    h.values.insert("double_grants_per_100_restarts".into(), per100);
+    h.values.insert("contender_grants".into(), contender_grants as f64);
+    h.figure = format!("{doubles} double grant(s) in {restarts} restarts ({per100:.0} per 100)");
+    let expect_doubles = how == Erosion::Empty;
+    h.expected = Some(if expect_doubles { "double grants".into() } else { "no double grant".into() });
+    h.ok = restarts > 0 && (doubles > 0) == expect_doubles;
+    let about = json!({ "ttl_s": ttl.as_secs_f64(), "rounds": rounds, "restarted_per_round": 3, "nodes": 5 });
+    Ok((h, log.evidence(about)))
+}
+
+// ---------------------------------------------------------------------------------------
+// U3: keep-alive at scale.
+
+/// How many locks U3 keeps alive at once by default.
+pub const SCALE: usize = 1000;
+const SCALE_WINDOW: Duration = Duration::from_secs(9);
+
+/// U3 (etcd #11886, #9911): 1,000 locks held at once, each by its own client over shared
+/// connections (one process holding many locks), each kept alive for three TTLs: by an
+/// extend every third of the TTL on the TTL designs, by the session's own keep-alive on the
+/// others. Measured: locks lost, renewals failed, and the servers' CPU and the clients'
+/// requests beyond idle, per 1,000 locks.
+pub async fn keepalive_scale(ctx: &Ctx, locks: usize) -> anyhow::Result<Measured> {
+    let ttl = TTL;
+    let net = ctx.net()?;
+    let pids: Vec<i32> = ctx.target.nodes_of(ctx.kind).iter().filter_map(|n| n.pid()).collect();
+    let nofile = raise_nofile();
+    let log = Log::new();
+    let shared = crate::connect::connect_with(ctx.kind, ctx.target.endpoints(), crate::connect::Timeouts::default(), dlbench_core::Connections::Shared, None).await?;
+    let mode = shared.connections().map_or("in-process".to_string(), |c| c.to_string());
+    let (_, base_bytes, base_cpu) = window_bytes(net, &pids, Duration::from_secs(2)).await;
+    let per_s = |x: f64, d: Duration| x / d.as_secs_f64();
+    log.at(format!("idle: clients sent {:.0} bytes/s, server CPU {:.1} ms/s", per_s(base_bytes, Duration::from_secs(2)), per_s(base_cpu, Duration::from_secs(2))));
+    let n = if mode == "per-client" && locks as u64 * 3 > nofile / 2 { (nofile / 6) as usize } else { locks };
+    let by_extend = shared.capabilities().expiry == Expiry::Ttl;
+    let opened: Vec<_> = futures::stream::iter(0..n)
+        .map(|i| {
+            let shared = shared.clone();
+            let key = ctx.key(&format!("U3-{i}"));
+            async move {
+                let c: Arc<dyn DistLock> = Arc::from(shared.client().await?);
+                let l = c.acquire(&key, &opts(ttl, Duration::from_secs(10))).await?;
+                Ok::<_, dlbench_core::LockError>((c, l))
+            }
+        })
+        .buffer_unordered(50)
+        .collect()
+        .await;
+    let mut held = Vec::new();
+    let mut failed_open = Vec::new();
+    for o in opened {
+        match o {
+            Ok(x) => held.push(x),
+            Err(e) => failed_open.push(e.to_string()),
+        }
+    }
+    log.at(format!("{} of {n} locks taken ({mode} connections){}", held.len(), failed_open.first().map(|e| format!("; first failure: {e}")).unwrap_or_default()));
+    let renew_ok = Arc::new(AtomicU64::new(0));
+    let renew_failed = Arc::new(AtomicU64::new(0));
+    let lost = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + SCALE_WINDOW;
+    let keepers: Vec<_> = held
+        .into_iter()
+        .map(|(c, mut l)| {
+            let (renew_ok, renew_failed, lost) = (renew_ok.clone(), renew_failed.clone(), lost.clone());
+            tokio::spawn(async move {
+                let mut signal = l.lost.clone();
+                let mut was_lost = false;
+                while Instant::now() < until {
+                    let tick = tokio::time::sleep(ttl / 3);
+                    tokio::select! {
+                        _ = signal.lost(), if !was_lost => { was_lost = true; }
+                        _ = tick => {
+                            if by_extend {
+                                match c.extend(&mut l, ttl).await {
+                                    Ok(()) => { renew_ok.fetch_add(1, Ordering::Relaxed); }
+                                    Err(_) => { renew_failed.fetch_add(1, Ordering::Relaxed); was_lost = true; }
+                                }
+                            }
+                        }
+                    }
+                }
+                if was_lost || l.lost.is_lost() {
+                    lost.fetch_add(1, Ordering::Relaxed);
+                }
+                (c, l)
+            })
+        })
+        .collect();
+    let (_, bytes, cpu) = window_bytes(net, &pids, SCALE_WINDOW).await;
+    let mut back = Vec::new();
+    for k in keepers {
+        if let Ok(x) = k.await {
+            back.push(x);
+        }
+    }
+    let kept = back.len();
+    futures::stream::iter(back)
+        .for_each_concurrent(100, |(c, l)| async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.release(l)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
+        })
+        .await;
+    let lost = lost.load(Ordering::Relaxed);
+    let (ok, failed) = (renew_ok.load(Ordering::Relaxed), renew_failed.load(Ordering::Relaxed));
+    let scale = 1000.0 / kept.max(1) as f64;
+    // Bytes, not reads: over shared connections many requests travel in one read.
+    let kib = (per_s(bytes, SCALE_WINDOW) - per_s(base_bytes, Duration::from_secs(2))).max(0.0) * scale / 1024.0;
+    let cpu_s = (per_s(cpu, SCALE_WINDOW) - per_s(base_cpu, Duration::from_secs(2))).max(0.0) * scale;
+    log.at(format!("{kept} locks kept {:.0} s: {lost} lost, renewals {ok} ok / {failed} failed; per 1,000 locks the clients sent {kib:.1} KiB/s, server CPU {cpu_s:.1} ms/s", SCALE_WINDOW.as_secs_f64()));
+    let mut h = hit(ctx, "U3", "");
+    h.values.insert("locks".into(), kept as f64);
+    h.values.insert("failed_to_take".into(), failed_open.len() as f64);
+    h.values.insert("lost".into(), lost as f64);
+    h.values.insert("renewals_ok".into(), ok as f64);
+    h.values.insert("renewals_failed".into(), failed as f64);
+    h.values.insert("client_kib_s_per_1000".into(), kib);
+    h.values.insert("server_cpu_ms_s_per_1000".into(), cpu_s);
+    let renewals = if by_extend { format!("renewals {ok} ok, {failed} failed") } else { "kept by the session's own keep-alive".into() };
+    h.figure = format!(
+        "{kept} locks for {:.0} s: {lost} lost, {renewals}; per 1,000 locks: server CPU {cpu_s:.1} ms/s, clients sent {kib:.1} KiB/s{}",
+        SCALE_WINDOW.as_secs_f64(),
+        if failed_open.is_empty() { String::new() } else { format!("; {} of {n} could not be taken: {}", failed_open.len(), failed_open[0]) }
+    );
+    if n < locks {
+        h.notes.push(format!("{n} locks, not {locks}: per-client connections need about {} open files, over half the limit ({nofile})", locks * 3));
+    }
+    h.ok = kept > 0;
+    let about = json!({ "locks": n, "ttl_s": ttl.as_secs_f64(), "window_s": SCALE_WINDOW.as_secs_f64(), "connections": mode, "kept_alive_by": if by_extend { "extend every TTL/3" } else { "the session's keep-alive" } });
+    Ok((h, log.evidence(about)))
+}
+
+// ---------------------------------------------------------------------------------------
+// U2: a holder that keeps its lock alive itself, starved.
+
+/// How the holder is starved in U2.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Starve {
+    /// Pinned to one CPU at the lowest priority (nice 19) beside two busy loops at the
+    /// highest (nice -20, where permitted): its share of that CPU is a few per ten thousand.
+    Cpu,
+    /// Stopped (SIGSTOP) for two TTLs, then continued: a stop-the-world pause.
+    Pause,
+}
+
+pub const STARVES: [(&str, Starve); 2] = [("CPU starved 3 TTLs", Starve::Cpu), ("paused 2 TTLs", Starve::Pause)];
+
+/// A child process, killed by the PID we started when dropped.
+struct Child(tokio::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.start_kill();
+    }
+}
+
+fn spawn(program: &str, args: &[&std::ffi::OsStr], log: &std::path::Path) -> anyhow::Result<Child> {
+    let out = std::fs::File::create(log)?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args).stdin(std::process::Stdio::null()).stdout(out.try_clone()?).stderr(out).kill_on_drop(true);
+    // SAFETY: the hook makes only async-signal-safe calls (see `die_with_parent`).
+    unsafe {
+        cmd.pre_exec(crate::util::die_with_parent());
+    }
+    Ok(Child(cmd.spawn().map_err(|e| anyhow::anyhow!("start {program}: {e}"))?))
+}
+
+/// U2 (Redisson #2665 and #5698, etcd #13156, ZooKeeper sessions lost to GC pauses): the
+/// holder is a `dlbench lock` process, which keeps its lock by itself (extending every third
+/// of the TTL, or by its session's keep-alive) while its command runs, and stops the command
+/// when it learns the lock is gone. Starved, does it lose the lock while it believes it holds
+/// it (another client granted while its command still runs)? How long until it notices? Is
+/// anything of it left on the servers once it has exited?
+pub async fn starved_holder(ctx: &Ctx, case: &str, how: Starve) -> anyhow::Result<Measured> {
+    let ttl = TTL;
+    let log = Log::new();
+    let slug = case.replace(' ', "-");
+    let dir = ctx.target.dir.join(format!("u2-{}-{slug}", ctx.kind));
+    std::fs::create_dir_all(&dir)?;
+    let eps = dir.join("endpoints.toml");
+    crate::util::write_atomic(&eps, ctx.target.endpoints().to_toml().as_bytes())?;
+    let key = ctx.key(&format!("U2-{slug}"));
+    let exe = std::env::current_exe()?;
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
+    let cpu = (cpus - 1).to_string();
+    let ttl_arg = format!("{}ms", ttl.as_millis());
+    let work = "20";
+    let mut args: Vec<&std::ffi::OsStr> = Vec::new();
+    let pinned = how == Starve::Cpu;
+    if pinned {
+        args.extend(["-c", cpu.as_str(), "nice", "-n", "19"].map(std::ffi::OsStr::new));
+        args.push(exe.as_os_str());
+    }
+    args.extend(["lock", "--endpoints"].map(std::ffi::OsStr::new));
+    args.push(eps.as_os_str());
+    args.extend(["--backend", ctx.kind.name(), "--ttl", ttl_arg.as_str(), key.as_str(), "--", "sleep", work].map(std::ffi::OsStr::new));
+    let program = if pinned { "taskset".to_string() } else { exe.display().to_string() };
+    let mut holder = spawn(&program, &args, &dir.join("holder.log"))?;
+    let pid = holder.0.id().unwrap_or(0) as i32;
+    log.at(format!("holder started: dlbench lock --ttl {ttl_arg} {key} -- sleep {work}{} (pid {pid})", if pinned { format!(", on CPU {cpu} at nice 19") } else { String::new() }));
+    // Held once its claim is on the servers.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if ctx.backend.claims(&key).await.is_ok_and(|c| !c.is_empty()) {
+            break;
+        }
+        if let Ok(Some(st)) = holder.0.try_wait() {
+            anyhow::bail!("the holder exited before taking the lock ({st}): {}", std::fs::read_to_string(dir.join("holder.log")).unwrap_or_default().trim());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the holder did not take the lock within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    log.at("the holder holds the lock");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let fault_for = if how == Starve::Cpu { ttl * 3 } else { ttl * 2 };
+    let mut hogs = Vec::new();
+    let started = Instant::now();
+    match how {
+        Starve::Cpu => {
+            for i in 0..2 {
+                let a: Vec<&std::ffi::OsStr> = ["-c", cpu.as_str(), "nice", "-n", "-20", "sh", "-c", "while :; do :; done"].map(std::ffi::OsStr::new).to_vec();
+                hogs.push(spawn("taskset", &a, &dir.join(format!("hog-{i}.log")))?);
+            }
+            log.at(format!("two busy loops at nice -20 on CPU {cpu}, for {:.0} s", fault_for.as_secs_f64()));
+        }
+        Starve::Pause => {
+            // SAFETY: our own child, by the PID we started.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            log.at(format!("holder stopped (SIGSTOP) for {:.0} s", fault_for.as_secs_f64()));
+        }
+    }
+    let next = ctx.backend.client().await?;
+    let o = opts(ttl, fault_for + ttl).with_retry_interval(Duration::from_millis(20));
+    let k = key.clone();
+    let grant = async {
+        let r = next.acquire(&k, &o).await;
+        let at = Instant::now();
+        r.map(|l| (l, at))
+    };
+    // The holder's exit, watched as it happens: whether it was still running (sure of its
+    // lock) when the other client got in, and when it noticed.
+    let exited_at = Mutex::new(None::<(Instant, i32)>);
+    let watch_exit = async {
+        let deadline = Instant::now() + fault_for + Duration::from_secs(40);
+        loop {
+            match holder.0.try_wait() {
+                Ok(Some(st)) => {
+                    *exited_at.lock().unwrap() = Some((Instant::now(), st.code().unwrap_or(-1)));
+                    return;
+                }
+                Ok(None) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+                _ => return,
+            }
+        }
+    };
+    let heal = async {
+        tokio::time::sleep(fault_for).await;
+        match how {
+            Starve::Cpu => {
+                drop(hogs);
+                log.at("busy loops stopped");
+            }
+            Starve::Pause => {
+                // SAFETY: our own child, by the PID we started.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                log.at("holder continued (SIGCONT)");
+            }
+        }
+    };
+    let (granted, (), ()) = tokio::join!(grant, heal, watch_exit);
+    let exit = *exited_at.lock().unwrap();
+    let mut believed = false;
+    let granted_s = match granted {
+        Ok((l, at)) => {
+            believed = exit.is_none_or(|(t, _)| at < t);
+            log.at_time(at, format!("another client was granted the lock{}", if believed { " while the holder still ran its command: lost while it believed it held it" } else { ", the holder having exited" }));
+            let _ = next.release(l).await;
+            Some(signed_s(started, at))
+        }
+        Err(e) => {
+            log.at(format!("another client was not granted the lock: {e}"));
+            None
+        }
+    };
+    next.close().await;
+    let (exited, code) = exit.unwrap_or((Instant::now(), -1));
+    let said = std::fs::read_to_string(dir.join("holder.log")).unwrap_or_default();
+    let said = said.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim().to_string();
+    if exit.is_some() {
+        log.at_time(exited, format!("the holder exited {code}: {said}"));
+    } else {
+        log.at(format!("the holder did not exit: {said}"));
+    }
+    // Nothing of the holder may be left on the servers once it has gone.
+    let left = super::scripts::leftover_claims(&*ctx.backend, &key, Duration::from_secs(2)).await;
+    log.at(format!("claims left on the servers: {left:?}"));
+    drop(holder);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut h = hit(ctx, "U2", case);
+    h.values.insert("lost_while_believed".into(), if believed { 1.0 } else { 0.0 });
+    if let Some(g) = granted_s {
+        h.values.insert("other_granted_s".into(), g);
+    }
+    h.values.insert("holder_exit_code".into(), code as f64);
+    let exit_s = signed_s(started, exited);
+    h.values.insert("holder_exited_s".into(), exit_s);
+    let left_n = left.as_ref().map_or(0, |v| v.len());
+    h.values.insert("left_after_exit".into(), left_n as f64);
+    let lost = match granted_s {
+        Some(g) if believed => format!("lost while it believed it held it (another client granted {g:.1} s into the fault)"),
+        Some(g) => format!("another client granted {g:.1} s into the fault, after the holder exited"),
+        None => "kept: no other client was granted it".into(),
+    };
+    let exit_txt = match code {
+        0 => "the holder finished and released normally".to_string(),
+        1 => format!("the holder noticed and stopped its command, {exit_s:.1} s after the fault began"),
+        c => format!("the holder exited {c}"),
+    };
+    h.figure = format!(
+        "{lost}; {exit_txt}; {}",
+        match &left {
+            Ok(v) if v.is_empty() => "nothing left on the servers".to_string(),
+            Ok(v) => format!("{} claim(s) left on the servers after it exited", v.len()),
+            Err(e) => format!("the servers could not be read: {e}"),
+        }
+    );
+    h.ok = exit.is_some() && left.is_ok();
+    if exit.is_none() {
+        h.notes.push("the holder did not exit within 40 s of the fault's end".into());
+    }
+    let about = json!({ "ttl_s": ttl.as_secs_f64(), "fault_s": fault_for.as_secs_f64(), "holder": "dlbench lock (extends every TTL/3, or its session's keep-alive)", "work": format!("sleep {work}"), "cpu": if pinned { Some(cpu.clone()) } else { None } });
+    Ok((h, log.evidence(about)))
+}
