@@ -280,4 +280,51 @@ mod tests {
         let own = self_cpu_us().unwrap();
         assert!(with > own, "the reaped child's CPU counts through its parent: {with} <= {own}");
     }
+
+    /// A child that leaves its parent's process group (as PostgreSQL's backends do) still
+    /// counts; a process outside the tree does not.
+    #[test]
+    fn a_server_child_outside_its_group_still_counts() {
+        use std::os::unix::process::CommandExt;
+        // The parent sleeps; only its child, in a session of its own, does work.
+        let mut parent = std::process::Command::new("sh")
+            .args(["-c", "setsid -w sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exec sleep 60' & sleep 60"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = parent.id() as i32;
+        let child_pgrp_differs = || {
+            std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                let f: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+                f.get(1) == Some(&pid.to_string().as_str()) && f.get(2) != Some(&pid.to_string().as_str())
+            })
+        };
+        // Bounded waits, not timings: until the child has left the group and done its work.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut cpu = 0.0;
+        let mut left = false;
+        while std::time::Instant::now() < deadline && !(left && cpu >= 50.0) {
+            left = left || child_pgrp_differs();
+            cpu = groups_cpu_us(&[pid]).unwrap() / 1000.0;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let none = groups_cpu_us(&[i32::MAX - 1]).unwrap();
+        // Stop what we started, by PID: the child in its own session, then the group.
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let f: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+            if f.get(1) == Some(&pid.to_string().as_str()) {
+                if let Ok(child) = e.file_name().to_string_lossy().parse::<i32>() {
+                    unsafe { libc::kill(child, libc::SIGKILL) };
+                }
+            }
+        }
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = parent.kill();
+        let _ = parent.wait();
+        assert!(left, "the child left its parent's process group");
+        assert!(cpu >= 50.0, "the work of a child outside the group counts: {cpu} ms");
+        assert_eq!(none, 0.0, "nothing belongs to no server");
+    }
 }

@@ -460,86 +460,10 @@ const HERD_WINDOW: Duration = Duration::from_secs(2);
 const HERD_SETTLE: Duration = Duration::from_secs(1);
 const HERD_WAKE: Duration = Duration::from_secs(1);
 
-/// CPU time (ms) used so far by the servers `pids` and every process they started (their
-/// process groups, and descendants that left them: PostgreSQL's backends call setsid), from
-/// /proc; with the children already reaped (cutime, cstime).
-pub fn group_cpu_ms(pids: &[i32]) -> f64 {
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    // pid -> (ppid, pgrp, own ticks, reaped children's ticks)
-    let mut procs: Vec<(i32, i32, i32, u64, u64)> = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        // The command name may hold spaces; the fields after it are fixed.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        let int = |i: usize| f.get(i).and_then(|v| v.parse::<i32>().ok()).unwrap_or(-1);
-        procs.push((pid, int(1), int(2), num(11) + num(12), num(13) + num(14)));
-    }
-    let mut mine: std::collections::HashSet<i32> = procs.iter().filter(|p| pids.contains(&p.0) || pids.contains(&p.2)).map(|p| p.0).collect();
-    loop {
-        let more: Vec<i32> = procs.iter().filter(|p| !mine.contains(&p.0) && mine.contains(&p.1)).map(|p| p.0).collect();
-        if more.is_empty() {
-            break;
-        }
-        mine.extend(more);
-    }
-    let ticks: u64 = procs.iter().filter(|p| mine.contains(&p.0)).map(|p| p.3 + if pids.contains(&p.0) { p.4 } else { 0 }).sum();
-    ticks as f64 * 1000.0 / tick
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A child that leaves its parent's process group (as PostgreSQL's backends do) still
-    /// counts; a process outside the tree does not.
-    #[test]
-    fn server_cpu_counts_the_tree_of_the_server() {
-        use std::os::unix::process::CommandExt;
-        // The parent sleeps; only its child, in a session of its own, does work.
-        let mut parent = std::process::Command::new("sh")
-            .args(["-c", "setsid -w sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exec sleep 60' & sleep 60"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let pid = parent.id() as i32;
-        let child_pgrp_differs = || {
-            std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-                let f: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
-                f.get(1) == Some(&pid.to_string().as_str()) && f.get(2) != Some(&pid.to_string().as_str())
-            })
-        };
-        // Bounded waits, not timings: until the child has left the group and done its work.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let mut cpu = 0.0;
-        let mut left = false;
-        while std::time::Instant::now() < deadline && !(left && cpu >= 50.0) {
-            left = left || child_pgrp_differs();
-            cpu = group_cpu_ms(&[pid]);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let none = group_cpu_ms(&[i32::MAX - 1]);
-        // Stop what we started, by PID: the child in its own session, then the group.
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let f: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
-            if f.get(1) == Some(&pid.to_string().as_str()) {
-                if let Ok(child) = e.file_name().to_string_lossy().parse::<i32>() {
-                    unsafe { libc::kill(child, libc::SIGKILL) };
-                }
-            }
-        }
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-        let _ = parent.kill();
-        let _ = parent.wait();
-        assert!(left, "the child left its parent's process group");
-        assert!(cpu >= 50.0, "the work of a child outside the group counts: {cpu} ms");
-        assert_eq!(none, 0.0, "nothing belongs to no server");
-    }
+/// CPU time (ms) used so far by the servers `pids` and every process they started (the
+/// cost probe's accounting, `cost::groups_cpu_us`); 0 when none is running.
+fn server_cpu_ms(pids: &[i32]) -> f64 {
+    crate::cost::groups_cpu_us(pids).map_or(0.0, |us| us / 1000.0)
 }
 
 /// The open-file limit, raised (1,000 waiters with their proxies need tens of thousands of
@@ -574,10 +498,10 @@ async fn window(net: &crate::nemesis::net::Net, pids: &[i32], d: Duration) -> (f
 /// Client reads, client bytes and server CPU (ms) over `d`.
 async fn window_bytes(net: &crate::nemesis::net::Net, pids: &[i32], d: Duration) -> (f64, f64, f64) {
     let (r0, b0) = net.client_traffic();
-    let c0 = group_cpu_ms(pids);
+    let c0 = server_cpu_ms(pids);
     tokio::time::sleep(d).await;
     let (r1, b1) = net.client_traffic();
-    ((r1 - r0) as f64, (b1 - b0) as f64, group_cpu_ms(pids) - c0)
+    ((r1 - r0) as f64, (b1 - b0) as f64, server_cpu_ms(pids) - c0)
 }
 
 /// U7: one holder keeps a key; 1, 10, 100, 1,000 waiters (each its own client, as separate
