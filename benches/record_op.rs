@@ -40,6 +40,7 @@ fn writer(path: &Path) -> HistoryWriter {
         ttl_ms: 10_000,
         fencing_tokens: true,
         started_at: "2026-01-01T00:00:00Z".into(),
+        split_votes: false,
     }));
     w
 }

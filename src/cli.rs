@@ -14,7 +14,7 @@ use crate::connect::Timeouts;
 use crate::kind::{self, BackendKind};
 use crate::run::{HistoryMode, RunPlan, TargetChoice};
 use crate::util::parse_duration;
-use crate::verdict::FencingMode;
+use crate::judgement::FencingMode;
 use crate::workload::{self, Dist, KeyDist, Overrides, Workload};
 
 /// `dlbench 0.1.0 (commit 0123456789ab)`, or `(commit unknown)` for a build outside git.
@@ -390,9 +390,9 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         start_at: None,
         resource: "local".into(),
     };
-    let mut plan = run_plan(run)?;
+    let (mut plan, notices) = build_run_plan(run)?;
     plan.soak = Some(crate::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
-    Ok(plan)
+    checked(plan, notices)
 }
 
 /// A soak's rounds and the length of one backend's turn. Run one backend after another for
@@ -640,6 +640,23 @@ struct LockArgs {
 }
 
 fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
+    let (plan, notices) = build_run_plan(a)?;
+    checked(plan, notices)
+}
+
+/// The plan validated as written, then the notices about it: bad input gets its one line and
+/// nothing else.
+fn checked(plan: RunPlan, notices: Vec<String>) -> anyhow::Result<RunPlan> {
+    plan.validate()?;
+    for n in notices {
+        eprintln!("{n}");
+    }
+    Ok(plan)
+}
+
+/// The plan of `run` (and of `soak`, which sets its goal on it) and what to tell the user
+/// about it once it is known good.
+fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>)> {
     let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
     let clients = a.clients.as_deref().map(client_list).transpose().map_err(|e| anyhow::anyhow!("--clients: {e}"))?;
     let mut phases: Vec<Workload> = match (&a.workload, a.keys) {
@@ -691,13 +708,14 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
     };
     // A verdict under faults needs holders a second holder could collide with: a zero hold
     // (a yield, microseconds inside) would make "0 overlaps" say almost nothing.
+    let mut notices = Vec::new();
     if !nemesis.is_empty() && a.hold.is_none() {
         for w in phases.iter_mut().filter(|w| w.hold.max().is_zero()) {
-            eprintln!(
+            notices.push(format!(
                 "dlbench: workload {} holds 0ms; under --nemesis it holds {} so that a second holder would be seen (--hold to choose)",
                 w.name,
                 crate::util::fmt_duration(crate::run::FAULT_HOLD)
-            );
+            ));
             w.hold = Dist::Fixed(crate::run::FAULT_HOLD);
         }
     }
@@ -712,7 +730,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
     if a.endpoints.is_some() && !matches!(target, TargetChoice::External { .. }) {
         anyhow::bail!("--endpoints is for --target external");
     }
-    Ok(RunPlan {
+    let plan = RunPlan {
         backends,
         phases,
         out: a.out,
@@ -730,7 +748,8 @@ fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
         shard: a.shard.map(|s| crate::shard::ShardSpec { start_at: a.start_at, ..s }),
         resource: crate::resource_server::ResourceUrl::parse(&a.resource).map_err(anyhow::Error::msg)?,
         properties: a.properties,
-    })
+    };
+    Ok((plan, notices))
 }
 
 /// SIGINT or SIGTERM cancels the token once; a second one kills every server at once and
@@ -765,8 +784,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(a) => {
             install_signals(cancel.clone());
             let mut plan = run_plan(a)?;
-            // Validated as written, then shortened when DLBENCH_TIME_SCALE asks (README test).
-            plan.validate()?;
+            // Validated as written (in run_plan), then shortened when DLBENCH_TIME_SCALE asks
+            // (README test).
             crate::timescale::scale_run(&mut plan)?;
             crate::run::run(plan, cancel).await
         }
@@ -986,16 +1005,24 @@ fn parse() -> Cli {
 /// The whole program; returns the exit code.
 pub fn main() -> i32 {
     let cli = parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DLBENCH_LOG").unwrap_or_else(|_| {
-                // Our own warnings; the client libraries only when something is wrong.
-                "error,dlbench=warn,dlbench_etcd=warn,dlbench_zookeeper=warn,dlbench_redis=warn,dlbench_redlock=warn,dlbench_postgres=warn".into()
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(colour(std::io::IsTerminal::is_terminal(&std::io::stderr())))
-        .init();
+    // DLBENCH_LOG takes `LEVEL` or `TARGET=LEVEL,...` (tracing-subscriber's `Targets`).
+    // Our own warnings by default; the client libraries only when something is wrong.
+    let filter = std::env::var("DLBENCH_LOG")
+        .ok()
+        .and_then(|s| s.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            "error,dlbench=warn,dlbench_etcd=warn,dlbench_zookeeper=warn,dlbench_redis=warn,dlbench_redlock=warn,dlbench_postgres=warn"
+                .parse()
+                .expect("the default filter parses")
+        });
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(colour(std::io::IsTerminal::is_terminal(&std::io::stderr())));
+        tracing_subscriber::registry().with(fmt).with(filter).init();
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

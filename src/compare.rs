@@ -61,13 +61,7 @@ pub const METRICS: &[(&str, Better, f64)] = &[
 /// Safety counts: any increase is a regression, whatever the threshold.
 pub const SAFETY: &[&str] = &["overlaps", "lost_updates", "lost_updates_fenced"];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Change {
-    Improved,
-    Unchanged,
-    Regressed,
-}
+pub use crate::judgement::Change;
 
 /// A percentile is judged only when every sample saw at least this many acquisitions beyond it.
 pub const MIN_TAIL: u64 = 10;
@@ -144,6 +138,13 @@ pub struct Comparison {
     /// What differs between the runs; non-empty only with `--allow-mismatch`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mismatches: Vec<String>,
+    /// What differs without making the runs incomparable (kernel build, host, fields one
+    /// side did not record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// What only one side measured, left out of the comparison (with `--allow-mismatch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
     /// The fewest samples any compared phase had on either side.
     #[serde(default)]
     pub min_samples: usize,
@@ -192,7 +193,12 @@ pub fn load_side(p: &Path) -> anyhow::Result<Summary> {
     let mut pooled = runs.remove(0);
     let n = runs.len() + 1;
     for r in runs {
-        let m = mismatches(&pooled, &r);
+        let mut m = mismatches(&pooled, &r);
+        if let (Some(a), Some(b)) = (&pooled.dlbench_commit, &r.dlbench_commit) {
+            if a != b {
+                m.push(format!("build ({} vs {})", &a[..a.len().min(12)], &b[..b.len().min(12)]));
+            }
+        }
         anyhow::ensure!(m.is_empty(), "the runs in {} cannot be pooled: {} differs from {} in {}", p.display(), r.run_id, pooled.run_id, m.join(", "));
         for b in r.backends {
             match pooled.backends.iter_mut().find(|x| x.name == b.name) {
@@ -204,7 +210,6 @@ pub fn load_side(p: &Path) -> anyhow::Result<Summary> {
     }
     if n > 1 {
         pooled.run_id = format!("{} ({n} runs pooled)", p.display());
-        pooled.dlbench_commit = pooled.dlbench_commit.take();
     }
     Ok(pooled)
 }
@@ -236,16 +241,9 @@ fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
     })
 }
 
-/// Worse verdicts rank higher: safe, safe with fencing, unknown (nothing could be decided),
-/// fencing broken, unsafe.
+/// Worse verdicts rank higher (the judgement's ranking of its own words).
 fn safety_rank(w: &WorkloadSummary) -> u8 {
-    match w.verdict.as_ref().map(|v| v.safety.as_str()) {
-        Some("safe") | None => 0,
-        Some("safe with fencing") => 1,
-        Some("unknown") => 2,
-        Some("fencing broken") => 3,
-        _ => 4,
-    }
+    crate::judgement::violation_rank(w.verdict.as_ref().map(|v| v.safety.as_str()))
 }
 
 /// A phase's identity in a comparison: backend, workload, clients.
@@ -266,15 +264,22 @@ fn phases(s: &Summary) -> Vec<(Key, Vec<&WorkloadSummary>)> {
     out
 }
 
-/// What a plan is, per phase: the fields both sides must agree on. Summaries written before
-/// hold and duration were recorded leave those two out (`full` false), on both sides.
-fn plan_of(s: &Summary, full: bool) -> std::collections::BTreeSet<String> {
+/// What a plan is, per phase: the fields both sides must agree on. A field one side's
+/// summary does not record (written by an older dlbench) is left out on both sides, and the
+/// comparison says so.
+fn plan_of(s: &Summary, fields: &Fields) -> std::collections::BTreeSet<String> {
     let mut p = std::collections::BTreeSet::new();
     for b in &s.backends {
         for w in &b.workloads {
             let mut x = format!("{} (clients {}, keys {}", w.name, w.clients, w.keys);
-            if full {
-                x.push_str(&format!(", hold {}, duration {}s", w.hold, w.duration_s));
+            if fields.hold {
+                x.push_str(&format!(", hold {}, duration {}s, wait {} ms, warm-up {}s", w.hold, w.duration_s, w.wait_timeout_ms, w.warmup_s));
+            }
+            if fields.ttl {
+                x.push_str(&format!(", ttl {} ms, think {}, keys {}", w.ttl_ms, w.think, w.key_dist));
+            }
+            if let Some(o) = &w.open_loop {
+                x.push_str(&format!(", rate {}/s", o.target_rate));
             }
             x.push(')');
             p.insert(x);
@@ -283,11 +288,23 @@ fn plan_of(s: &Summary, full: bool) -> std::collections::BTreeSet<String> {
     p
 }
 
+/// Which plan fields both sides recorded.
+struct Fields {
+    hold: bool,
+    ttl: bool,
+}
+
 fn records_hold(s: &Summary) -> bool {
     s.backends.iter().flat_map(|b| &b.workloads).all(|w| !w.hold.is_empty())
 }
 
-/// Everything that makes two runs incomparable, each named; empty when they compare.
+fn records_ttl(s: &Summary) -> bool {
+    s.backends.iter().flat_map(|b| &b.workloads).all(|w| w.ttl_ms > 0)
+}
+
+/// Everything that makes two runs incomparable, each named; empty when they compare. The
+/// machine is compared by class (cores, CPU model, memory, OS): a different kernel build or
+/// host name is a note ([`notes`]), not a refusal.
 pub fn mismatches(base: &Summary, new: &Summary) -> Vec<String> {
     let mut out = Vec::new();
     let names = |s: &Summary| {
@@ -295,41 +312,74 @@ pub fn mismatches(base: &Summary, new: &Summary) -> Vec<String> {
         v.sort();
         v.join(",")
     };
-    let (bb, nb) = (names(base), names(new));
-    if bb != nb {
-        out.push(format!("backends ({bb} vs {nb})"));
-    }
-    if base.target != new.target {
-        out.push(format!("target ({} vs {})", base.target, new.target));
-    }
+    let mut differ = |what: &str, b: String, n: String| {
+        if b != n {
+            out.push(format!("{what} ({b} vs {n})"));
+        }
+    };
+    differ("backends", names(base), names(new));
+    differ("target", base.target.clone(), new.target.clone());
     // Per-client and shared connections measure different things (N processes against one
     // multiplexed process); summaries written before the mode was recorded have none.
     let conns = |s: &Summary| {
         s.backends.iter().filter_map(|b| Some(format!("{} {}", b.name, b.connections.as_ref()?))).collect::<Vec<_>>().join(", ")
     };
     let (cb, cn) = (conns(base), conns(new));
-    if !cb.is_empty() && !cn.is_empty() && cb != cn {
-        out.push(format!("connections ({cb} vs {cn})"));
+    if !cb.is_empty() && !cn.is_empty() {
+        differ("connections", cb, cn);
     }
-    let state = |s: &Summary| if s.complete { "complete" } else { "interrupted" };
-    if base.complete != new.complete {
-        out.push(format!("completeness ({} vs {})", state(base), state(new)));
+    let state = |s: &Summary| if s.complete { "complete" } else { "interrupted" }.to_string();
+    differ("completeness", state(base), state(new));
+    // The fenced side is what the verdict rows speak for.
+    let fencing = |s: &Summary| format!("{:?}", s.fencing).to_lowercase();
+    differ("fencing mode", fencing(base), fencing(new));
+    let faults = |s: &Summary| if s.nemesis_schedule.is_empty() { "none".to_string() } else { s.nemesis_schedule.join(",") };
+    differ("fault schedule", faults(base), faults(new));
+    if base.nemesis_interval_s.is_some() && new.nemesis_interval_s.is_some() {
+        let i = |s: &Summary| format!("{}s", s.nemesis_interval_s.unwrap_or(0.0));
+        differ("fault interval", i(base), i(new));
     }
-    let full = records_hold(base) && records_hold(new);
-    let (pb, pn) = (plan_of(base, full), plan_of(new, full));
+    let resource = |s: &Summary| s.resource_server.clone().unwrap_or_else(|| "in process".into());
+    differ("protected resource", resource(base), resource(new));
+    let fields = Fields { hold: records_hold(base) && records_hold(new), ttl: records_ttl(base) && records_ttl(new) };
+    let (pb, pn) = (plan_of(base, &fields), plan_of(new, &fields));
     if pb != pn {
         let only = |a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSet<String>| a.difference(b).cloned().collect::<Vec<_>>().join("; ");
-        out.push(format!("plan (base has {}, new has {})", or_none(only(&pb, &pn)), or_none(only(&pn, &pb))));
+        differ("plan", format!("base has {}", or_none(only(&pb, &pn))), format!("new has {}", or_none(only(&pn, &pb))));
     }
     let (mb, mn) = (&base.machine, &new.machine);
-    if mb.cores != mn.cores {
-        out.push(format!("machine cores ({} vs {})", mb.cores, mn.cores));
+    differ("machine cores", mb.cores.to_string(), mn.cores.to_string());
+    differ("machine CPU", mb.cpu_model.clone(), mn.cpu_model.clone());
+    // Memory by the GiB: two machines of one kind report a few MB apart.
+    let gib = |m: &crate::facts::Machine| format!("{} GiB", (m.memory_mb as f64 / 1024.0).round());
+    differ("machine memory", gib(mb), gib(mn));
+    differ("machine OS", mb.os.clone(), mn.os.clone());
+    out
+}
+
+/// What differs between two comparable runs without making them incomparable: the kernel
+/// build and the host name of machines of one class, plan fields one side did not record.
+pub fn notes(base: &Summary, new: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mb, mn) = (&base.machine, &new.machine);
+    if mb.kernel != mn.kernel {
+        out.push(format!("kernel build {} vs {} (same machine class)", mb.kernel, mn.kernel));
     }
     if mb.hostname != mn.hostname {
-        out.push(format!("machine hostname ({} vs {})", mb.hostname, mn.hostname));
+        out.push(format!("host {} vs {}", mb.hostname, mn.hostname));
     }
-    if mb.kernel != mn.kernel {
-        out.push(format!("machine kernel ({} vs {})", mb.kernel, mn.kernel));
+    if !(records_hold(base) && records_hold(new)) {
+        out.push("hold, duration, wait and warm-up not compared: one side's summary does not record them".into());
+    }
+    if !(records_ttl(base) && records_ttl(new)) {
+        out.push("TTL, think time and key distribution not compared: one side's summary does not record them".into());
+    }
+    if base.nemesis_interval_s.is_some() != new.nemesis_interval_s.is_some() && !base.nemesis_schedule.is_empty() {
+        out.push("fault interval not compared: one side's summary does not record it".into());
+    }
+    match (&base.dlbench_commit, &new.dlbench_commit) {
+        (Some(b), Some(n)) if b == n => out.push(format!("both sides built from {}", &b[..b.len().min(12)])),
+        _ => {}
     }
     out
 }
@@ -445,6 +495,7 @@ pub fn compare_checked(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>,
     }
     let mut c = compare(base, new, t);
     c.mismatches = m;
+    c.notes = notes(base, new);
     Ok(c)
 }
 
@@ -453,6 +504,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
     let new_phases = phases(new);
     let mut min_samples = usize::MAX;
     let mut tests: Vec<Test> = Vec::new();
+    let mut left_out: Vec<String> = Vec::new();
     for bb in base.backends.iter().filter(|b| b.failure.is_none()) {
         if !new.backends.iter().any(|b| b.name == bb.name && b.failure.is_none()) {
             rows.push(Row {
@@ -514,6 +566,11 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             let xs: Vec<f64> = bw.iter().filter_map(|w| metric(w, m)).collect();
             let ys: Vec<f64> = nw.iter().filter_map(|w| metric(w, m)).collect();
             if xs.is_empty() || ys.is_empty() {
+                // Measured on one side only (availability with faults on one side): said, not
+                // dropped without a word.
+                if xs.is_empty() != ys.is_empty() {
+                    left_out.push(format!("{backend} · {workload} {m} (only the {} side measured it)", if xs.is_empty() { "new" } else { "base" }));
+                }
                 continue;
             }
             let (b, n) = (median(&xs), median(&ys));
@@ -578,18 +635,33 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             }
             rows.push(row(m, Some(b), Some(n), samples, pct, None, verdict, false, note));
         }
+        // Safety as a rate per run, with its spread: one run with one overlap is no better
+        // than five runs with one each.
         for m in SAFETY {
-            let b: f64 = bw.iter().filter_map(|w| metric(w, m)).sum();
-            let n: f64 = nw.iter().filter_map(|w| metric(w, m)).sum();
+            let xs: Vec<f64> = bw.iter().filter_map(|w| metric(w, m)).collect();
+            let ys: Vec<f64> = nw.iter().filter_map(|w| metric(w, m)).collect();
+            let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+            let (b, n) = (mean(&xs), mean(&ys));
             let verdict = if n > b { Change::Regressed } else if n < b { Change::Improved } else { Change::Unchanged };
-            let note = if verdict == Change::Regressed { "new safety violation".into() } else { String::new() };
+            let spread = |v: &[f64]| {
+                let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+                if v.len() > 1 { format!("{lo}-{hi}") } else { format!("{}", v.first().copied().unwrap_or(0.0)) }
+            };
+            let note = format!(
+                "per run: base {} over {} run(s), new {} over {}{}",
+                spread(&xs),
+                xs.len(),
+                spread(&ys),
+                ys.len(),
+                if verdict == Change::Regressed { "; more violations per run" } else { "" }
+            );
             rows.push(row(m, Some(b), Some(n), (bw.len(), nw.len()), None, None, verdict, verdict == Change::Regressed, note));
         }
         let wb = bw.iter().copied().max_by_key(|w| safety_rank(w)).expect("a phase has a sample");
         let wn = nw.iter().copied().max_by_key(|w| safety_rank(w)).expect("a phase has a sample");
         let (rb, rn) = (safety_rank(wb), safety_rank(wn));
         if rn != rb || rn > 0 {
-            let v = |w: &WorkloadSummary| w.verdict.as_ref().map(|v| v.safety.clone()).unwrap_or_else(|| "safe".into());
+            let v = |w: &WorkloadSummary| w.verdict.as_ref().map(|v| v.safety.clone()).unwrap_or_else(|| crate::judgement::NO_VERDICT.into());
             let verdict = if rn > rb { Change::Regressed } else if rn < rb { Change::Improved } else { Change::Unchanged };
             rows.push(row("verdict", Some(rb as f64), Some(rn as f64), (bw.len(), nw.len()), None, None, verdict, rn > rb, format!("{} -> {}", v(wb), v(wn))));
         }
@@ -616,7 +688,10 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             r.note = format!("{}; p = {p:.3}", r.note);
         }
     }
-    let reachable = (min_samples != usize::MAX && min_samples >= MIN_SAMPLES).then(|| smallest_p(min_samples, min_samples));
+    // One rule for every sample count: a comparison says "no regression" only when it could
+    // have seen one. Fewer than MIN_SAMPLES runs per side give no spread to tell a change
+    // from noise at all.
+    let reachable = (min_samples != usize::MAX).then(|| if min_samples >= MIN_SAMPLES { smallest_p(min_samples, min_samples) } else { 1.0 });
     let regressions = rows.iter().filter(|r| r.verdict == Change::Regressed).count();
     let safety_regressions = rows.iter().filter(|r| r.safety).count();
     let label = |s: &Summary| format!("{}{}", s.run_id, s.dlbench_commit.as_ref().map(|c| format!(" ({})", &c[..c.len().min(12)])).unwrap_or_default());
@@ -625,9 +700,11 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
         new: label(new),
         thresholds_pct: t.clone(),
         mismatches: Vec::new(),
+        notes: Vec::new(),
+        left_out,
         min_samples: if min_samples == usize::MAX { 0 } else { min_samples },
         tests: family,
-        detectable: reachable.is_none_or(|p| family == 0 || p * (family as f64) < ALPHA),
+        detectable: reachable.is_none_or(|p| p * (family.max(1) as f64) < ALPHA),
         rows,
         regressions,
         safety_regressions,
@@ -657,10 +734,8 @@ fn human(metric: &str, v: Option<f64>) -> String {
 fn md_row(r: &Row) -> String {
     let change = r.change_pct.map(|p| format!("{p:+.1}%")).unwrap_or_default();
     let verdict = match r.verdict {
-        Change::Regressed if r.safety => "**regressed (safety)**".to_string(),
-        Change::Regressed => "**regressed**".to_string(),
-        Change::Improved => "improved".to_string(),
-        Change::Unchanged => "unchanged".to_string(),
+        Change::Regressed => format!("**{}**", r.verdict.word(r.safety)),
+        _ => r.verdict.word(r.safety).to_string(),
     };
     let note = if r.note.is_empty() { String::new() } else { format!(" ({})", r.note) };
     let phase = if r.workload.is_empty() { r.backend.clone() } else { format!("{} · {}", r.backend, r.workload) };
@@ -685,17 +760,31 @@ pub fn markdown(c: &Comparison) -> String {
     if !c.mismatches.is_empty() {
         s.push_str(&format!("**Compared despite mismatches (--allow-mismatch)**: the runs differ in {}.\n\n", c.mismatches.join(", ")));
     }
-    if c.regressions == 0 && !c.detectable {
+    for n in &c.notes {
+        s.push_str(&format!("Note: {n}.\n\n"));
+    }
+    if !c.left_out.is_empty() {
+        s.push_str(&format!("**Left out** (measured on one side only): {}.\n\n", c.left_out.join("; ")));
+    }
+    if c.regressions == 0 && !c.detectable && c.min_samples < MIN_SAMPLES {
+        s.push_str(&format!(
+            "**{none}**: {n} run(s) per side give no spread to tell a change from noise; use at least {k} runs per side (`run --repeat {k}`, or more runs in each side's directory).\n\n",
+            none = crate::judgement::NOTHING_DETECTABLE,
+            n = c.min_samples,
+            k = runs_needed(c.tests),
+        ));
+    } else if c.regressions == 0 && !c.detectable {
         let p = smallest_p(c.min_samples, c.min_samples);
         s.push_str(&format!(
-            "**No regression could have been detected**: with {n} runs per side the smallest p-value a test can reach is {p:.4}, and {t} tests need one under {lvl:.4} (Holm); use at least {k} runs per side (`run --repeat`, or more runs in each side's directory).\n\n",
+            "**{none}**: with {n} runs per side the smallest p-value a test can reach is {p:.4}, and {t} tests need one under {lvl:.4} (Holm); use at least {k} runs per side (`run --repeat`, or more runs in each side's directory).\n\n",
+            none = crate::judgement::NOTHING_DETECTABLE,
             n = c.min_samples,
             t = c.tests,
             lvl = ALPHA / c.tests as f64,
             k = runs_needed(c.tests),
         ));
     } else if c.regressions == 0 {
-        s.push_str("**No regression.**\n\n");
+        s.push_str(&format!("**{}.**\n\n", crate::judgement::NO_REGRESSION));
     } else {
         let names: Vec<String> = c
             .rows
@@ -704,8 +793,9 @@ pub fn markdown(c: &Comparison) -> String {
             .map(|r| if r.workload.is_empty() { format!("{} {}", r.backend, r.metric) } else { format!("{} · {} {}", r.backend, r.workload, r.metric) })
             .collect();
         s.push_str(&format!(
-            "**{} regression(s){}**: {}\n\n",
+            "**{} {}{}**: {}\n\n",
             c.regressions,
+            crate::judgement::REGRESSIONS,
             if c.safety_regressions > 0 { format!(", {} of safety", c.safety_regressions) } else { String::new() },
             names.join(", ")
         ));
@@ -716,7 +806,7 @@ pub fn markdown(c: &Comparison) -> String {
             c.min_samples, c.tests
         ));
     } else {
-        s.push_str("One run per side: no spread to judge noise by, so only the thresholds decide (use `run --repeat 5` on both sides).\n\n");
+        s.push_str(&format!("{} run(s) per side: no spread to judge noise by, so only the thresholds could flag a change here, and none can be ruled out (use `run --repeat {}` on both sides).\n\n", c.min_samples, runs_needed(c.tests)));
     }
     const HEAD: &str = "| backend · workload | clients | metric | base | new | change | verdict |\n|---|---:|---|---:|---:|---:|---|\n";
     let changed: Vec<&Row> = c.rows.iter().filter(|r| r.verdict != Change::Unchanged).collect();
@@ -749,7 +839,7 @@ pub fn markdown(c: &Comparison) -> String {
 mod tests {
     use super::*;
     use crate::summary::BackendSummary;
-    use crate::verdict::FencingMode;
+    use crate::judgement::FencingMode;
 
     fn summary_of(ops: &[f64], overlaps: u64) -> Summary {
         let mut s = Summary::begin("r", "local", FencingMode::Both, vec![]);
@@ -986,5 +1076,55 @@ mod tests {
         assert!(compare_checked(&a, &b, &thresholds(&[]).unwrap(), false).is_err());
         let c = compare_checked(&a, &b, &thresholds(&[]).unwrap(), true).unwrap();
         assert!(markdown(&c).contains("--allow-mismatch"));
+    }
+
+    /// Mutation (issue 32): base `--fencing on` against new `--fencing off` once compared
+    /// and said "No regression"; a fault schedule on one side only dropped the availability
+    /// rows. Both are now refused, and a kernel build is a note, not a refusal.
+    #[test]
+    fn unlike_runs_are_refused_and_a_kernel_build_is_a_note() {
+        let a = summary(1000.0, 0);
+        let mut b = summary(1000.0, 0);
+        b.fencing = FencingMode::Off;
+        let mut on = a.clone();
+        on.fencing = FencingMode::On;
+        let m = mismatches(&on, &b).join(", ");
+        assert!(m.contains("fencing mode (on vs off)"), "{m}");
+        assert!(compare_checked(&on, &b, &thresholds(&[]).unwrap(), false).is_err());
+        let mut faulted = a.clone();
+        faulted.nemesis_schedule = vec!["kill".into()];
+        assert!(mismatches(&a, &faulted).join(", ").contains("fault schedule (none vs kill)"));
+        let mut rebuilt = a.clone();
+        rebuilt.machine.kernel = format!("{} (another build)", a.machine.kernel);
+        assert!(mismatches(&a, &rebuilt).is_empty(), "a kernel build alone is the same machine class");
+        assert!(notes(&a, &rebuilt).join(", ").contains("kernel build"), "{:?}", notes(&a, &rebuilt));
+    }
+
+    /// Mutation (issue 32): one run per side once printed "No regression." and exited 0
+    /// while three runs per side exited 3. One rule now: with no spread, nothing was
+    /// detectable, whatever the count.
+    #[test]
+    fn one_run_per_side_is_not_a_clean_bill() {
+        let t = thresholds(&[]).unwrap();
+        let c = compare(&summary(1000.0, 0), &summary(1000.0, 0), &t);
+        assert!(!c.detectable, "one run per side has no spread");
+        let md = markdown(&c);
+        assert!(!md.contains("**No regression.**"), "{md}");
+        assert!(md.contains("No regression could have been detected"), "{md}");
+    }
+
+    /// Mutation (issue 32): safety rows once compared raw sums over samples, so 1 run with 1
+    /// overlap against 5 runs with 1 each was a "regression". They compare rates per run.
+    #[test]
+    fn safety_compares_per_run_rates() {
+        let t = thresholds(&[]).unwrap();
+        let one = summary_of(&[1000.0], 1);
+        let mut five = summary_of(&[1000.0; 5], 0);
+        for w in &mut five.backends[0].workloads {
+            w.overlaps = 1;
+        }
+        let c = compare(&one, &five, &t);
+        let row = c.rows.iter().find(|r| r.metric.contains("overlaps"));
+        assert!(row.is_none_or(|r| r.verdict != Change::Regressed), "{}", markdown(&c));
     }
 }

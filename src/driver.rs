@@ -87,6 +87,9 @@ pub struct ShardSlice {
 #[derive(Clone)]
 pub struct PhaseResult {
     pub workload: Workload,
+    /// Which phase this is ([`crate::history::phase_id`]): what its history segment's checks
+    /// are paired by. Empty for a phase without a segment of its own.
+    pub phase: String,
     pub totals: Totals,
     /// Wall time of the measured window (after warm-up), shortened if cancelled.
     pub measured: Duration,
@@ -132,6 +135,7 @@ impl PhaseResult {
     pub fn scripted(workload: Workload, totals: Totals, measured: Duration, resource: ResourceStats, nemesis: Vec<NemesisEvent>) -> Self {
         PhaseResult {
             workload,
+            phase: String::new(),
             totals,
             measured,
             resource,
@@ -291,6 +295,7 @@ pub async fn run_phase(
     let caps = backend.capabilities();
     let fifo = caps.fifo.then(|| FifoTracker::new(w.keys));
     let keys: Vec<String> = (0..w.keys).map(|i| w.key_name(run_id, i)).collect();
+    let phase = crate::history::phase_id(out.history.as_ref().map_or(backend.name(), |(_, name)| name.as_str()), &keys[0]);
     if let Some((h, _)) = &out.history {
         h.sync().await;
     }
@@ -302,6 +307,7 @@ pub async fn run_phase(
             ttl_ms: w.ttl.as_millis() as u64,
             fencing_tokens: caps.fencing,
             started_at: crate::results::now_rfc3339(),
+            split_votes: caps.consistency == dlbench_core::Consistency::Ap,
         }));
         h.clone()
     });
@@ -370,7 +376,7 @@ pub async fn run_phase(
     // before the phase ends (a run always ends healed, and shows whether it recovered).
     let faults_stop = cancel.child_token();
     let faults = out.faults.map(|f| {
-        let tail = out.quiet_tail.unwrap_or((w.duration / 4).max(Duration::from_secs(2))).min(w.duration / 2);
+        let tail = out.quiet_tail.unwrap_or_else(|| crate::run::quiet_tail(w.duration)).min(w.duration / 2);
         let fs = faults_stop.clone();
         let epoch = shared.resource.epoch();
         let from = started + w.warmup;
@@ -486,6 +492,7 @@ pub async fn run_phase(
     let schedule_lag = sh.schedule_lag.as_ref().map(|h| h.lock().unwrap().clone());
     Ok(PhaseResult {
         workload: w.clone(),
+        phase,
         totals: sh.recorder.totals(),
         measured,
         resource: match &sh.server {

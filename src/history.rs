@@ -29,6 +29,25 @@ pub struct Meta {
     pub fencing_tokens: bool,
     /// Wall-clock time of the segment's start (RFC 3339).
     pub started_at: String,
+    /// A failed acquire can leave claims that block others without holding the lock: the
+    /// independent nodes of an AP design (Redlock's split vote). Elsewhere only a holder,
+    /// or an acquire whose outcome is unknown, can refuse another client.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub split_votes: bool,
+}
+
+impl Meta {
+    /// The phase this segment belongs to: its backend and its first key (a phase's keys are
+    /// named after its run, workload, sweep point and repeat, so no two phases share one).
+    /// Checks are paired with phases by it, never by position.
+    pub fn phase_id(&self) -> String {
+        phase_id(&self.backend, self.keys.first().map(String::as_str).unwrap_or(""))
+    }
+}
+
+/// See [`Meta::phase_id`].
+pub fn phase_id(backend: &str, first_key: &str) -> String {
+    format!("{backend}/{first_key}")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -370,6 +389,7 @@ mod tests {
             ttl_ms: 10_000,
             fencing_tokens: true,
             started_at: "now".into(),
+            split_votes: false,
         };
         w.record(&Record::Meta(meta.clone()));
         w.record(&Record::Invoke { p: 1, f: Op::Acquire, key: 0, ns: 10 });

@@ -99,6 +99,17 @@ impl BackendKind {
         }]
     }
 
+    /// Why a `partition` (cutting the links between a backend's nodes) cannot touch this
+    /// design, or None where its nodes talk to each other (a consensus cluster).
+    pub fn nothing_to_partition(self) -> Option<&'static str> {
+        match self {
+            BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::EtcdV3lock => None,
+            BackendKind::Redlock => Some("Redlock's five nodes never talk to each other, so no link between them carries the lock"),
+            BackendKind::Memory => Some("the memory backend has no nodes"),
+            _ => Some("it runs on one server, with no link between nodes to cut"),
+        }
+    }
+
     /// The designs that honour Chubby's lock-delay (`AcquireOptions::lock_delay`), known
     /// before connecting so bad input is refused first; each backend's
     /// `Capabilities::lock_delay` says the same (a conformance test holds them together).

@@ -49,5 +49,6 @@ pub mod synthetic;
 pub mod timescale;
 pub mod up;
 pub mod util;
-pub mod verdict;
+pub mod judgement;
+
 pub mod workload;

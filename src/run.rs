@@ -22,7 +22,7 @@ use crate::endpoints::Endpoints;
 use crate::cluster::compose::ComposeTarget;
 use crate::cluster::external::ExternalTarget;
 use crate::cluster::local::{bins, LocalTarget, TargetOptions};
-use crate::verdict::FencingMode;
+use crate::judgement::FencingMode;
 use crate::workload::Workload;
 
 /// The hold a faulted phase uses when its workload holds 0 and no `--hold` was given.
@@ -198,6 +198,28 @@ async fn reachable(e: &Endpoints, kinds: &[BackendKind], within: Duration) -> an
     Ok(())
 }
 
+/// The part of a phase at its end with no fault, so the service can show its recovery: a
+/// quarter of the phase, at least 2 s, at most half (the driver's rule).
+pub fn quiet_tail(duration: Duration) -> Duration {
+    (duration / 4).max(Duration::from_secs(2)).min(duration / 2)
+}
+
+/// How many faults a phase of `duration` holds whole: the nemesis waits half an interval,
+/// holds a fault half an interval, and so on, until the quiet tail.
+pub fn faults_that_fit(duration: Duration, interval: Duration) -> usize {
+    let window = duration.saturating_sub(quiet_tail(duration));
+    (window.as_secs_f64() / interval.as_secs_f64()).floor() as usize
+}
+
+/// The shortest phase (in whole seconds) that holds `n` faults one `interval` apart.
+pub fn min_duration_for_faults(n: usize, interval: Duration) -> Duration {
+    let mut d = Duration::from_secs((interval.as_secs_f64() * n as f64).ceil() as u64);
+    while faults_that_fit(d, interval) < n {
+        d += Duration::from_secs(1);
+    }
+    d
+}
+
 impl RunPlan {
     pub fn validate(&self) -> anyhow::Result<()> {
         for w in &self.phases {
@@ -212,6 +234,33 @@ impl RunPlan {
             }
             if self.shard.is_some() {
                 anyhow::bail!("--shard runs load only: faults from several load hosts at once would not be one schedule (drop --nemesis, or run it unsharded)");
+            }
+            if self.nemesis.iter().any(|f| f.kind == crate::nemesis::FaultKind::Partition) {
+                let why: Vec<String> = self.backends.iter().filter_map(|b| b.nothing_to_partition().map(|w| format!("{b}: {w}"))).collect();
+                anyhow::ensure!(
+                    why.len() < self.backends.len(),
+                    "--nemesis partition would do nothing here ({}): use isolate to cut a node off from its clients, or add a consensus backend (etcd, zookeeper)",
+                    why.join("; ")
+                );
+            }
+            // Every fault asked for must fit once in every phase: the nemesis cycles them from
+            // the first, one every interval, and stops early enough for a recovery (a soak
+            // carries the cycle on from turn to turn instead).
+            if self.soak.is_none() {
+                let need = min_duration_for_faults(self.nemesis.len(), self.nemesis_interval);
+                if let Some(w) = self.phases.iter().find(|w| w.duration < need) {
+                    let fits = faults_that_fit(w.duration, self.nemesis_interval);
+                    anyhow::bail!(
+                        "workload {}: --duration {} leaves room for {} of the {} faults asked ({}) at one every {}: use --duration {} or more",
+                        w.name,
+                        crate::util::fmt_duration(w.duration),
+                        fits.min(self.nemesis.len()),
+                        self.nemesis.len(),
+                        self.nemesis.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", "),
+                        crate::util::fmt_duration(self.nemesis_interval),
+                        crate::util::fmt_duration(need)
+                    );
+                }
             }
             let short = self.phases.iter().find(|w| w.duration < self.nemesis_interval * 2);
             if let Some(w) = short {
@@ -353,6 +402,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     let dir = RunDir::create(&plan.out, "")?;
     dir.write_json("plan.json", &plan)?;
     let mut summary = Summary::begin(&dir.id, plan.target.name(), plan.fencing, plan.nemesis.iter().map(|f| f.to_string()).collect());
+    summary.nemesis_interval_s = (!plan.nemesis.is_empty()).then(|| plan.nemesis_interval.as_secs_f64());
     summary.resource_server = plan.resource.as_ref().map(|r| r.shown());
     summary.command = plan.command.clone();
     dir.write_json("summary.json", &summary)?;

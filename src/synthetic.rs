@@ -64,6 +64,7 @@ pub fn write(spec: &Spec, path: &Path) -> std::io::Result<Written> {
             ttl_ms: 10_000,
             fencing_tokens: true,
             started_at: "2026-01-01T00:00:00Z".into(),
+            split_votes: false,
         }),
     )?;
     let keys = spec.keys.max(1);

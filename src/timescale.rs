@@ -1,5 +1,5 @@
 //! `DLBENCH_TIME_SCALE`: shorten a run's time lengths by a factor, after the plan has been
-//! validated as written. tests/readme.rs sets it to run every command the README shows
+//! validated as written. tests/it/readme.rs sets it to run every command the README shows
 //! quickly: a documented example that would be refused as written is refused here too
 //! (validation sees the lengths you typed), and one that runs, runs shorter.
 //!
@@ -39,7 +39,9 @@ pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
         w.duration = times(w.duration, f, Duration::from_millis(500));
         w.warmup = w.warmup.mul_f64(f);
         if !plan.nemesis.is_empty() {
-            w.duration = w.duration.max(plan.nemesis_interval * 2);
+            // Still long enough for every fault asked for, as validation required as written.
+            let need = crate::run::min_duration_for_faults(plan.nemesis.len(), plan.nemesis_interval);
+            w.duration = w.duration.max(plan.nemesis_interval * 2).max(need);
         }
     }
     eprintln!("dlbench: {VAR}={f}: phases and faults shortened (README test mode)");

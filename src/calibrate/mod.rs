@@ -33,7 +33,7 @@ use crate::results::RunDir;
 use crate::summary::Summary;
 pub use crate::summary::calibration::{BoundTerm, Calibration, Efficiency, Handoffs, PrimitiveCost, SideBySide};
 use crate::cluster::local::{bins, LocalTarget};
-use crate::verdict::FencingMode;
+use crate::judgement::FencingMode;
 
 pub struct CalibrateArgs {
     pub connections: usize,

@@ -4,13 +4,18 @@
 //! reported as failed that took effect, or a release reported as done that did not. A lock
 //! whose reports cannot be believed is not one to build on.
 //!
-//! What explains a contended acquire of process `q` on key `k` over [invoke, complete]: an
-//! interval of another process on `k` that intersects it —
-//! - any acquire in flight, whatever its outcome ([invoke, complete]): a claim being made
-//!   can block others (a Redlock split vote, a queued etcd or ZooKeeper claim);
+//! What explains a contended acquire of process `q` on key `k` over [invoke, complete]: a
+//! possible holder of `k`, another process's interval that intersects it —
 //! - a claim: an `ok` acquire from its invocation to its release's completion; when the
 //!   release did not end `ok` (or never came), until a TTL after it (the claim expires);
-//! - an acquire with unknown outcome: to its completion plus the TTL (never completed: open).
+//! - an acquire with unknown outcome: to its completion plus the TTL (never completed: open);
+//! - only where a failed acquire can block without holding (the independent nodes of
+//!   Redlock, whose split vote leaves claims on a minority: `Meta::split_votes`), any
+//!   acquire in flight, whatever its outcome.
+//!
+//! A failed acquire is never a holder: two waiters refused by the same hidden holder do not
+//! explain each other. (A queued etcd or ZooKeeper claim blocks only those behind it, and is
+//! itself blocked by a holder, so a holder is always there to explain a refusal.)
 //!
 //! Faults can make waits time out with no holder at all (a waiter whose watch is cut off), so
 //! an unexplained contention inside a fault window (to a TTL after it heals) makes the answer
@@ -35,6 +40,7 @@ struct Query {
 
 pub struct Contention {
     ttl_ns: Option<u64>,
+    split_votes: bool,
     faults: Vec<(u64, u64)>,
     /// Per key: the latest ends of open intervals, by process.
     open: Latest2,
@@ -53,6 +59,7 @@ impl Contention {
     pub fn new(ctx: &Context) -> Self {
         Contention {
             ttl_ns: ctx.ttl_ns,
+            split_votes: ctx.split_votes,
             faults: ctx.faults.iter().map(|f| (f.start, ctx.plus_ttl(f.end.unwrap_or(u64::MAX)))).collect(),
             open: Latest2::default(),
             waiting: HashMap::new(),
@@ -112,12 +119,16 @@ impl Contention {
         self.close_until(s.at);
         match &s.item {
             Item::Acquire(o) if o.f == Op::Acquire => {
+                // An `ok` acquire holds from its invocation: its claim (below) says so.
                 let end = match o.outcome {
-                    Outcome::Info => o.complete_ns.map_or(u64::MAX, |c| c.saturating_add(self.ttl_ns.unwrap_or(u64::MAX))),
-                    Outcome::Unresolved => u64::MAX,
-                    Outcome::Ok | Outcome::Fail => o.complete_ns.unwrap_or(u64::MAX),
+                    Outcome::Info => Some(o.complete_ns.map_or(u64::MAX, |c| c.saturating_add(self.ttl_ns.unwrap_or(u64::MAX)))),
+                    Outcome::Unresolved => Some(u64::MAX),
+                    Outcome::Fail if self.split_votes => Some(o.complete_ns.unwrap_or(u64::MAX)),
+                    Outcome::Ok | Outcome::Fail => None,
                 };
-                self.activity(o.key, o.p, o.invoke_ns, end.max(o.invoke_ns + 1));
+                if let Some(end) = end {
+                    self.activity(o.key, o.p, o.invoke_ns, end.max(o.invoke_ns + 1));
+                }
                 if o.outcome == Outcome::Fail && o.contention {
                     self.query(o);
                 }

@@ -101,7 +101,7 @@ impl Fencing {
             let mut c = CheckResult::new(
                 "fencing",
                 Validity::Invalid,
-                format!("fencing broken: {} token inversion(s), {} legitimate write(s) refused", self.inversions, r.legit),
+                format!("tokens out of order: {} token inversion(s), {} legitimate write(s) refused", self.inversions, r.legit),
             );
             c.evidence = self.evidence;
             for op in r.legit_evidence.iter().take(MAX_EVIDENCE) {

@@ -108,6 +108,9 @@ impl CheckResult {
 pub struct SegmentVerdict {
     pub backend: String,
     pub workload: String,
+    /// The phase the segment belongs to ([`crate::history::Meta::phase_id`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase: String,
     pub valid: Validity,
     pub results: Vec<CheckResult>,
     /// Where an interrupt (Ctrl-C) cut the segment, in history nanoseconds: the checkers
@@ -158,6 +161,7 @@ pub fn check(seg: &Segment) -> SegmentVerdict {
         SegmentVerdict {
             backend,
             workload,
+            phase: seg.meta.as_ref().map(|m| m.phase_id()).unwrap_or_default(),
             valid: Validity::Unknown,
             results: vec![CheckResult::new("history", Validity::Unknown, format!("could not sort the history for checking: {e}"))],
             interrupted_ns: None,

@@ -280,6 +280,8 @@ pub struct Context {
     pub sections: u64,
     pub has_tokens: bool,
     pub ops: u64,
+    /// See [`Meta::split_votes`].
+    pub split_votes: bool,
 }
 
 impl Context {
@@ -315,6 +317,7 @@ impl SegmentStream {
         let ctx = Context {
             ttl_ns: meta.as_ref().map(|m| m.ttl_ms * 1_000_000),
             fencing_tokens: meta.as_ref().map(|m| m.fencing_tokens),
+            split_votes: meta.as_ref().is_some_and(|m| m.split_votes),
             ..Default::default()
         };
         SegmentStream { meta, sorter, serial: 0, ctx, open: HashMap::new(), holding: HashMap::new(), interrupted_ns: None, cancelled: 0 }
@@ -423,10 +426,20 @@ impl SegmentStream {
                 self.emit(*enter, Item::Section(s))?;
             }
             Record::Nemesis { f, phase, targets, ns, detail } => match phase.as_str() {
+                // A start whose own check showed it did nothing (a kill that left the
+                // process running) opens no fault window.
+                "start" if crate::nemesis::no_effect(detail) => self.ctx.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() }),
                 "start" => self.ctx.faults.push(Fault { f: f.clone(), targets: targets.clone(), start: *ns, end: None }),
                 "end" => {
-                    if let Some(x) = self.ctx.faults.iter_mut().rev().find(|x| x.f == *f && x.end.is_none()) {
-                        x.end = Some(*ns);
+                    if let Some(i) = self.ctx.faults.iter().rposition(|x| x.f == *f && x.end.is_none()) {
+                        // A fault its probe showed doing nothing (a cut that dropped no
+                        // traffic) is no fault window: judged as if it had been skipped.
+                        if crate::nemesis::no_effect(detail) {
+                            self.ctx.faults.remove(i);
+                            self.ctx.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() });
+                        } else {
+                            self.ctx.faults[i].end = Some(*ns);
+                        }
                     }
                 }
                 _ => self.ctx.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() }),
@@ -485,7 +498,8 @@ impl SegmentStream {
         let valid = results.iter().map(|r| r.valid).max().unwrap_or(Validity::Unknown);
         let (backend, workload) =
             self.meta.as_ref().map(|m| (m.backend.clone(), m.workload.clone())).unwrap_or_else(|| ("unknown".into(), "unknown".into()));
-        Ok(SegmentVerdict { backend, workload, valid, results, interrupted_ns: self.interrupted_ns, cancelled: self.cancelled })
+        let phase = self.meta.as_ref().map(|m| m.phase_id()).unwrap_or_default();
+        Ok(SegmentVerdict { backend, workload, phase, valid, results, interrupted_ns: self.interrupted_ns, cancelled: self.cancelled })
     }
 }
 

@@ -497,6 +497,18 @@ impl Faults for ComposeTarget {
         docker(&["unpause", &self.by_ref(n).container]).await.map(|_| ())
     }
 
+    async fn observe(&self, kind: FaultKind, n: &NodeRef) -> Option<String> {
+        // Docker's own record of the container: killed is exited, paused is paused.
+        let want = match kind {
+            FaultKind::Kill => "exited",
+            FaultKind::Pause => "paused",
+            _ => return None,
+        };
+        let status = docker(&["inspect", "-f", "{{.State.Status}}", &self.by_ref(n).container]).await.ok()?;
+        let status = status.trim();
+        Some(if status == want { format!("container {status}") } else { format!("NOT {want}: container {status}") })
+    }
+
     async fn cut(&self, targets: &[NodeRef], rest: &[NodeRef], isolate: bool) -> Result<(), String> {
         if !isolate {
             // Partition: the two sides drop each other's packets; clients reach both.

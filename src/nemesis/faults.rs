@@ -58,6 +58,13 @@ pub trait Faults: Send + Sync {
     async fn evidence(&self, _kind: FaultKind, _targets: &[NodeRef], _rest: &[NodeRef], _d: Duration) -> Option<String> {
         None
     }
+    /// Evidence that a node fault now in force took effect on `n`, for its start record:
+    /// "process gone", "pid 4242 stopped (state T)", "clock +30.0 s by the server's TIME",
+    /// "role:master"; "NOT ..." when it shows the fault did nothing (the fault then counts as
+    /// no effect, never as applied). None where the target cannot tell.
+    async fn observe(&self, _kind: FaultKind, _n: &NodeRef) -> Option<String> {
+        None
+    }
     /// Everything of `kind` back (running, resumed, connected, clocks back), then healthy.
     async fn heal_all(&self, kind: BackendKind) -> Result<(), String>;
 }

@@ -129,6 +129,39 @@ pub struct NemesisEvent {
     pub detail: String,
 }
 
+/// A record of a fault shown to have done nothing: an end whose probe found the network
+/// unharmed ("checked: NOT dropped ...", "checked: NOT held ..."), a start whose check found
+/// the node untouched ("checked: NOT in effect: ..."), or a start refused as having nothing
+/// to act on ("no effect: ...").
+pub fn no_effect(detail: &str) -> bool {
+    detail.starts_with("checked: NOT") || detail.contains("; checked: NOT") || detail.starts_with("no effect")
+}
+
+/// Which fault starts of `events` took effect, by name, and which were shown to do nothing:
+/// a start counts unless its own check, or the probe in the end that heals it, found it had
+/// no effect ([`no_effect`]).
+pub fn effects(events: &[NemesisEvent], counts: impl Fn(&str) -> bool) -> (Vec<String>, Vec<String>) {
+    let (mut took, mut none) = (Vec::<String>::new(), Vec::<String>::new());
+    for (i, e) in events.iter().enumerate() {
+        if e.phase != "start" || !counts(&e.f) {
+            continue;
+        }
+        let end = events[i + 1..].iter().find(|x| x.f == e.f && x.phase == "end" && x.targets == e.targets);
+        let list = if no_effect(&e.detail) || end.is_some_and(|x| no_effect(&x.detail)) { &mut none } else { &mut took };
+        if !list.contains(&e.f) {
+            list.push(e.f.clone());
+        }
+    }
+    // Refused as having nothing to act on (a partition of one node): no effect, not skipped.
+    for e in events.iter().filter(|e| e.phase == "skipped" && no_effect(&e.detail) && counts(&e.f)) {
+        if !none.contains(&e.f) {
+            none.push(e.f.clone());
+        }
+    }
+    none.retain(|f| !took.contains(f));
+    (took, none)
+}
+
 /// A fault in force and how to undo it.
 pub struct ActiveFault {
     pub spec: FaultSpec,
@@ -220,10 +253,17 @@ impl Nemesis {
                         self.target.pause(n).await?;
                     }
                 }
+                detail = self.observed(spec.kind, &fault.nodes).await;
             }
             FaultKind::Partition | FaultKind::Isolate => {
+                if let (FaultKind::Partition, Some(why)) = (spec.kind, self.backend.nothing_to_partition()) {
+                    return Err(format!("no effect: {why}"));
+                }
                 fault.nodes = self.pick(spec.target).await;
                 let rest: Vec<NodeRef> = all.iter().filter(|n| !fault.nodes.contains(n)).cloned().collect();
+                if rest.is_empty() && spec.kind == FaultKind::Partition {
+                    return Err("no effect: no other node to cut the targets off from".into());
+                }
                 self.target.cut(&fault.nodes, &rest, spec.kind == FaultKind::Isolate).await?;
             }
             FaultKind::Delay => {
@@ -236,11 +276,11 @@ impl Nemesis {
                 for n in &fault.nodes {
                     self.target.shift_clock(n, CLOCK_JUMP_MS).await?;
                 }
-                detail = format!("+{CLOCK_JUMP_MS} ms");
+                detail = format!("+{CLOCK_JUMP_MS} ms{}", self.observed(spec.kind, &fault.nodes).await.replacen("checked:", "; checked:", 1));
             }
             FaultKind::Failover => {
                 let (old, new) = self.target.failover(self.backend).await?;
-                detail = format!("promoted {}", new.name);
+                detail = format!("promoted {}{}", new.name, self.observed(spec.kind, std::slice::from_ref(&new)).await.replacen("checked:", "; checked:", 1));
                 fault.nodes = vec![old.clone()];
                 fault.failover = Some((old, new));
             }
@@ -252,6 +292,23 @@ impl Nemesis {
             fault.probe = Some(tokio::spawn(async move { target.evidence(kind, &nodes, &rest, DELAY).await }));
         }
         Ok(fault)
+    }
+
+    /// What the target saw of a node fault on `nodes`, as "checked: ..." for the start
+    /// record ("checked: NOT ..." when any node shows it did nothing), or empty.
+    async fn observed(&self, kind: FaultKind, nodes: &[NodeRef]) -> String {
+        let mut seen = Vec::new();
+        for n in nodes {
+            if let Some(e) = self.target.observe(kind, n).await {
+                seen.push((n.name.clone(), e));
+            }
+        }
+        if seen.is_empty() {
+            return String::new();
+        }
+        let not = seen.iter().any(|(_, e)| e.starts_with("NOT"));
+        let list = seen.iter().map(|(n, e)| format!("{n} {e}")).collect::<Vec<_>>().join(", ");
+        if not { format!("checked: NOT in effect: {list}") } else { format!("checked: {list}") }
     }
 
     /// Undo a fault.
@@ -309,7 +366,9 @@ impl Nemesis {
             let fault = match self.start(spec).await {
                 Ok(f) => f,
                 Err(e) => {
-                    tracing::warn!("nemesis: {spec} on {}: {e}", self.backend);
+                    if !no_effect(&e) {
+                        tracing::warn!("nemesis: {spec} on {}: {e}", self.backend);
+                    }
                     self.record(&spec.to_string(), "skipped", &[], e);
                     continue;
                 }
@@ -324,5 +383,41 @@ impl Nemesis {
             }
         }
         self.heal_all().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(f: &str, phase: &str, detail: &str) -> NemesisEvent {
+        NemesisEvent { backend: "etcd".into(), workload: "w".into(), f: f.into(), phase: phase.into(), targets: vec!["etcd-1".into()], at_ms: 0, detail: detail.into() }
+    }
+
+    /// A fault counts as applied only with evidence: a start whose check found the node
+    /// untouched, an end whose probe found the network unharmed, and a start refused as
+    /// having nothing to act on are "no effect"; one effective start of a name outweighs
+    /// an ineffective one.
+    #[test]
+    fn only_faults_with_evidence_count_as_applied() {
+        let events = vec![
+            ev("kill", "start", "checked: etcd-1 process gone"),
+            ev("kill", "end", ""),
+            ev("pause", "start", "checked: NOT in effect: etcd-1 stopped"),
+            ev("pause", "end", ""),
+            ev("partition", "start", ""),
+            ev("partition", "end", "checked: NOT dropped: the probe got through"),
+            ev("clock", "start", "+30000 ms; checked: NOT in effect: redis-1 moved: the server's TIME is +0 s off"),
+            ev("clock", "end", ""),
+            ev("isolate", "skipped", "no effect: nothing to cut"),
+            ev("delay", "start", ""),
+            ev("delay", "end", "checked: held 100 ms"),
+        ];
+        let (took, none) = effects(&events, |_| true);
+        assert_eq!(took, vec!["kill", "delay"]);
+        assert_eq!(none, vec!["pause", "partition", "clock", "isolate"]);
+        let mut again = events.clone();
+        again.push(ev("pause", "start", "checked: etcd-1 pid 7 stopped (state T)"));
+        assert!(effects(&again, |_| true).0.contains(&"pause".to_string()));
     }
 }

@@ -79,22 +79,16 @@ dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weig
 .matrix td{text-align:center}\
 @media (max-width:600px){body{margin:0.5em}table{font-size:0.8em}dl{grid-template-columns:auto}dd{margin-left:0.5em}}";
 
-/// What the page's columns and labels mean, for a reader who has not read the README.
-const GLOSSARY: &[(&str, &str)] = &[
-    ("acq/s", "successful acquisitions per second over the measured window (after the warm-up)"),
-    ("p50 / p99 / p99.9 / max ms", "acquire latency from the intended start of the attempt (wrk2's rule: a late start counts against the lock)"),
-    ("handoff p50 ms", "from one holder's release to the next holder's grant, on the same key"),
-    ("fair", "Jain's fairness index of acquisitions across clients: 1 is perfectly even, 1/n is one client taking everything"),
-    ("errors", "acquisitions that failed or timed out (their own series, never folded into the latency)"),
-    ("overlaps", "times two clients held the same key at once, seen at the protected resource"),
-    ("lost upd", "writes to the protected register that a later holder did not see"),
-    ("stale tok", "writes carrying a fencing token older than one already accepted"),
-    ("expo %", "share of the run a holder spent inside its critical section, where a fault can hurt it; a low share is weak evidence"),
-    ("avail", "share of the faulted time in which acquisitions still succeeded; recovery ms: from a fault's end to the next success"),
-    ("claims / observed", "AP or CP: the class the recipe promises, and the one the run showed (CP: refuses rather than double-grants)"),
-    ("valid / invalid / unknown", "a checker's verdict; unknown means the history could not decide (no evidence either way)"),
-    ("anomaly", "a flag from the per-second series: seconds with no acquisition, stalls past the wait timeout, a rate that never settled"),
-];
+/// What the page's columns and labels mean: the judgement's one glossary (the terminal and
+/// the docs use the same), and the page's own few words beside it.
+fn glossary() -> Vec<(&'static str, &'static str)> {
+    let mut g: Vec<(&str, &str)> = crate::judgement::GLOSSARY.to_vec();
+    g.push(("handoff p50 ms", "from one holder's release to the next holder's grant, on the same key"));
+    g.push(("fair", "Jain's fairness index of acquisitions across clients: 1 is perfectly even, 1/n is one client taking everything"));
+    g.push(("valid / invalid / unknown", "a checker's answer; unknown means the history could not decide (no evidence either way)"));
+    g.push(("anomaly", "a flag from the per-second series: seconds with no acquisition, stalls past the wait timeout, a rate that never settled"));
+    g
+}
 
 pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> String {
     let s = &input.summary;
@@ -160,7 +154,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     if !s.faults_applied() {
         h.push_str("<h2>AP / CP</h2><p id=\"no-ap-cp\">No fault applied, no AP / CP verdict. Each phase's safety verdict and checks are in the workload table below.</p>");
     } else {
-    h.push_str("<h2>AP / CP (per workload)</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery ms</th>\
+    h.push_str("<h2>AP / CP (per workload)</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery</th>\
                 <th>overlaps</th><th>lost upd (no fence)</th><th>fencing</th><th>evidence</th><th>claims</th><th>observed</th>\
                 <th>checks</th><th>verdict</th></tr>");
     for b in &s.backends {
@@ -169,7 +163,6 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
             continue;
         }
         for w in &b.workloads {
-            let a = w.availability.as_ref();
             let v = w.verdict.as_ref();
             let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
             let check = w.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
@@ -180,21 +173,21 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
                 esc(&w.name),
                 w.ops_per_sec,
                 ms(w.acquire_latency_us.p99),
-                opt(a.map(|a| match a.ratio {
-                    Some(r) => format!("{:.0}% {}", r * 100.0, a.label()),
-                    None => a.label().to_string(),
-                })),
-                opt(a.map(|a| a.recovery_ms.to_string())),
+                esc(&opt(v.map(|v| match (&v.availability, &v.availability_rate) {
+                    (Some(word), Some(rate)) => format!("{word} ({rate})"),
+                    _ => v.availability_note.clone().unwrap_or_else(|| "not measured".into()),
+                }))),
+                esc(&opt(v.and_then(|v| v.recovery.clone()))),
                 w.overlaps,
                 w.lost_updates,
                 esc(&opt(v.map(|v| v.fencing.clone()))),
                 esc(&opt(v.map(|v| match v.exposure {
-                    Some(e) => format!("{} ({:.1}% exposed)", v.evidence, e * 100.0),
+                    Some(e) => format!("{} ({} exposed)", v.evidence, crate::judgement::percent(e)),
                     None => v.evidence.clone(),
                 }))),
                 esc(&opt(v.map(|v| v.class_claimed.clone()))),
-                esc(&opt(v.map(|v| v.class_observed.clone().unwrap_or_else(|| "not tested under faults".into())))),
-                esc(&v.map(|v| v.summary.clone()).unwrap_or_default()),
+                esc(&opt(v.map(|v| v.observed_cell()))),
+                esc(&v.map(|v| v.headline.clone()).unwrap_or_default()),
             );
         }
     }
@@ -213,7 +206,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         for w in &b.workloads {
             let l = &w.acquire_latency_us;
             let check = w.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
-            let verdict = w.verdict.as_ref().map(|v| esc(&v.safety)).unwrap_or_else(|| "-".into());
+            let verdict = w.verdict.as_ref().map(|v| esc(&v.headline)).unwrap_or_else(|| "-".into());
             let flags = if w.anomalies.is_empty() {
                 "-".to_string()
             } else {
@@ -291,7 +284,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     }
 
     h.push_str("<h2>Glossary</h2><dl id=\"glossary\">");
-    for (k, v) in GLOSSARY {
+    for (k, v) in glossary() {
         let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
     }
     h.push_str("</dl>");

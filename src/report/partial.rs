@@ -46,6 +46,7 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
     let q = |h: &hdrhistogram::Histogram<u64>, x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
     WorkloadSummary {
         name: seg.meta.as_ref().map(|m| m.workload.clone()).unwrap_or_default(),
+        phase_id: seg.meta.as_ref().map(|m| m.phase_id()).unwrap_or_default(),
         clients: clients.len(),
         keys: seg.meta.as_ref().map(|m| m.keys.len()).unwrap_or(0),
         seed: None,
@@ -54,6 +55,9 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
         hold: String::new(),
         duration_s: 0.0,
         wait_timeout_ms: 0,
+        ttl_ms: seg.meta.as_ref().map_or(0, |m| m.ttl_ms),
+        think: String::new(),
+        key_dist: String::new(),
         repeat: 0,
         settled_after_s: None,
         anomalies: Vec::new(),
@@ -103,7 +107,7 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
         exposure: exposure(&h),
         busiest_key_exposure: None,
         availability: None,
-        checks: crate::verdict::briefs(&v),
+        checks: crate::judgement::briefs(&v),
         validity: Some(v.valid),
         verdict: None,
         nemesis: Vec::new(),

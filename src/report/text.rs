@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::summary::calibration::Calibration;
 use crate::summary::{BackendSummary, Summary};
 use crate::summary::scenario::Hit;
-use crate::verdict::Verdict;
+use crate::judgement::Verdict;
 
 use crate::stats::fmt_ms_cell as ms;
 
@@ -16,13 +16,9 @@ const HEADER: [&str; COLS] = [
     "overlaps", "lost upd", "stale tok", "expo %", "verdict",
 ];
 
-/// `safe`, `safe (weak)` when the exposure was too low to see a second holder, and so on.
+/// The judgement's one-cell answer (`-` where none was made).
 fn verdict_cell(v: Option<&Verdict>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v.evidence == "strong" => v.safety.clone(),
-        Some(v) => format!("{} ({})", v.safety, v.evidence),
-    }
+    v.map_or_else(|| "-".into(), |v| v.headline.clone())
 }
 
 fn has_tokens(b: &BackendSummary) -> bool {
@@ -92,7 +88,7 @@ fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
                 w.overlaps.to_string(),
                 w.lost_updates.to_string(),
                 if has_tokens(b) { w.stale_tokens.to_string() } else { "n/a".into() },
-                w.exposure.map(|e| format!("{:.1}", e * 100.0)).unwrap_or_else(|| "-".into()),
+                w.exposure.map(|e| crate::judgement::percent(e).trim_end_matches('%').to_string()).unwrap_or_else(|| "-".into()),
                 verdict_cell(w.verdict.as_ref()),
             ]));
         }
@@ -248,13 +244,12 @@ pub fn properties_rows(s: &Summary) -> Vec<[String; 7]> {
         .into_iter()
         .filter(|b| b.failure.is_none())
         .map(|b| {
-            let avail = match &b.availability {
-                Some(a) => format!(
-                    "{} of the no-fault rate; {}",
-                    a.ratio.map_or("unknown".into(), |r| format!("{:.0}%", r * 100.0)),
-                    if a.recovered { format!("granted {} ms after the last heal", a.recovery_ms) } else { "no grant after the last heal".into() }
-                ),
-                None => "no fault applied: not measured".into(),
+            let avail = match b.verdict.as_ref() {
+                Some(v) => match (&v.availability, &v.availability_rate, &v.recovery) {
+                    (Some(word), Some(rate), Some(rec)) => format!("{word}: {rate}; {rec}"),
+                    _ => v.availability_note.clone().unwrap_or_else(|| "not measured".into()),
+                },
+                None => "not measured".into(),
             };
             let p = b.properties.as_ref();
             let expiry = p.map_or_else(unmeasured, |p| match p.expiry_ms {
@@ -322,7 +317,7 @@ pub fn shard_markdown(s: &Summary) -> String {
 /// the class observed.
 pub fn ap_cp_table(s: &Summary) -> String {
     let header = [
-        "backend", "workload", "acq/s", "p99 ms", "avail", "recovery ms", "overlaps", "lost upd (no fence)", "fencing",
+        "backend", "workload", "acq/s", "p99 ms", "avail", "recovery", "overlaps", "lost upd (no fence)", "fencing",
         "evidence", "claims", "observed", "verdict",
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
@@ -332,34 +327,28 @@ pub fn ap_cp_table(s: &Summary) -> String {
         }
         for w in &b.workloads {
             let v = w.verdict.as_ref();
-            let a = w.availability.as_ref();
             rows.push(vec![
                 b.name.clone(),
                 w.name.clone(),
                 format!("{:.0}", w.ops_per_sec),
                 ms(w.acquire_latency_us.p99),
-                a.map(|a| match a.ratio {
-                    Some(r) => format!("{:.0}% {}", r * 100.0, a.label()),
-                    None => a.label().to_string(),
+                v.map(|v| match (&v.availability, &v.availability_rate) {
+                    (Some(word), Some(rate)) => format!("{word} ({})", rate.trim_end_matches(" of the no-fault rate")),
+                    _ => "not measured".into(),
                 })
                 .unwrap_or_else(|| "-".into()),
-                a.map(|a| a.recovery_ms.to_string()).unwrap_or_else(|| "-".into()),
+                v.and_then(|v| v.recovery.clone()).map(|r| if r.starts_with("NOT") { "NOT recovered".into() } else { r.trim_start_matches("recovered in ").to_string() }).unwrap_or_else(|| "-".into()),
                 w.overlaps.to_string(),
                 w.lost_updates.to_string(),
                 v.map(|v| v.fencing.clone()).unwrap_or_default(),
                 v.map(|v| match v.exposure {
-                    Some(e) => format!("{} ({:.0}%)", v.evidence, e * 100.0),
+                    Some(e) => format!("{} ({})", v.evidence, crate::judgement::percent(e)),
                     None => v.evidence.clone(),
                 })
                 .unwrap_or_default(),
                 v.map(|v| v.class_claimed.clone()).unwrap_or_default(),
-                v.map(|v| match &v.class_observed {
-                    Some(c) if v.contradiction => format!("{c} (contradicts)"),
-                    Some(c) => c.clone(),
-                    None => "not tested".into(),
-                })
-                .unwrap_or_default(),
-                v.map(|v| v.safety.clone()).unwrap_or_default(),
+                v.map(|v| v.observed_cell()).unwrap_or_default(),
+                v.map(|v| v.headline.clone()).unwrap_or_default(),
             ]);
         }
     }
@@ -634,7 +623,7 @@ pub fn cost_markdown(s: &Summary) -> String {
 mod tests {
     use super::*;
     use crate::summary::{BackendSummary, WorkloadSummary};
-    use crate::verdict::FencingMode;
+    use crate::judgement::FencingMode;
 
     fn row(clients: usize, ops: f64, p99: u64, server: Option<f64>) -> WorkloadSummary {
         let pct = serde_json::json!({"count": 10, "mean": 100.0, "p50": 100, "p90": 500, "p99": p99, "p999": p99, "p9999": p99, "max": p99});

@@ -15,7 +15,7 @@ use crate::results::RunDir;
 use crate::run::{attach, check_history, names};
 use crate::summary::{BackendSummary, Summary};
 use crate::cluster::local::{bins, LocalTarget};
-use crate::verdict::{Availability, FencingMode};
+use crate::judgement::{Availability, FencingMode};
 
 pub struct ScenarioArgs {
     pub ids: String,

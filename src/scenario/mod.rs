@@ -24,7 +24,7 @@ use crate::kind::BackendKind;
 use crate::nemesis::{FaultSpec, Nemesis};
 use crate::stats::Totals;
 use crate::cluster::local::{LocalTarget, TargetOptions};
-use crate::verdict::{Availability, WEAK_EXPOSURE};
+use crate::judgement::{Availability, WEAK_EXPOSURE};
 use crate::workload::Workload;
 use scripts::{Ctx, Forget, Observed, Stall};
 
@@ -297,7 +297,7 @@ pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&A
             let ok = stale > 0 && lost == 0 && r.legit_refused == 0 && r.token_inversions == 0;
             let mut txt = format!("{stale} stale write(s) refused, {lost} lost update(s)");
             if r.legit_refused > 0 || r.token_inversions > 0 {
-                txt.push_str(&format!(", fencing broken: {} legitimate refused, {} inversion(s)", r.legit_refused, r.token_inversions));
+                txt.push_str(&format!(", tokens out of order: {} legitimate refused, {} inversion(s)", r.legit_refused, r.token_inversions));
             }
             (ok, txt)
         }
@@ -335,7 +335,7 @@ pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&A
                 failed.push("the fault was never applied".to_string());
             }
             if exposure < WEAK_EXPOSURE {
-                failed.push(format!("weak evidence: holders inside {:.1}% of the time", exposure * 100.0));
+                failed.push(format!("weak evidence: holders inside {} of the time", crate::judgement::percent(exposure)));
             }
             let bound = RECOVERY_BOUND.as_millis() as u64;
             let rec = if !a.recovered {
@@ -406,7 +406,7 @@ async fn with_nemesis(
         ..Default::default()
     };
     let p = driver::run_phase(ctx.backend.clone(), &w, &ctx.run_id, cancel, out).await?;
-    let o = Observed::of(p.resource.clone(), p.measured, p.nemesis.clone());
+    let o = Observed { phase: p.phase.clone(), ..Observed::of(p.resource.clone(), p.measured, p.nemesis.clone()) };
     Ok((p, o))
 }
 
@@ -447,7 +447,9 @@ pub async fn run_entry(
     let mut push = |case: &str, name: &str, o: Observed| {
         let w = Workload { name: name.to_string(), clients: 2, keys: 1, ttl: scripts::TTL, warmup: Duration::ZERO, ..Workload::default() };
         let totals: Totals = o.recorder.totals();
-        phases.push(PhaseResult::scripted(w, totals, o.elapsed, o.resource.clone(), o.nemesis.clone()));
+        let mut p = PhaseResult::scripted(w, totals, o.elapsed, o.resource.clone(), o.nemesis.clone());
+        p.phase = o.phase.clone();
+        phases.push(p);
         observed.push((case.to_string(), o));
     };
     match id {

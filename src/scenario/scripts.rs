@@ -30,6 +30,9 @@ pub struct Observed {
     pub leftovers: Option<Result<Vec<String>, String>>,
     pub notes: Vec<String>,
     pub nemesis: Vec<NemesisEvent>,
+    /// The history segment the stage opened ([`crate::history::phase_id`]); empty where
+    /// the observation has none of its own.
+    pub phase: String,
 }
 
 impl Observed {
@@ -42,6 +45,7 @@ impl Observed {
             expired_waiter_acquired: None,
             leftovers: None,
             notes: Vec::new(),
+            phase: String::new(),
             nemesis,
         }
     }
@@ -106,6 +110,7 @@ impl<'a> Stage<'a> {
             ttl_ms: ttl.as_millis() as u64,
             fencing_tokens: ctx.backend.capabilities().fencing,
             started_at: crate::results::now_rfc3339(),
+            split_votes: ctx.backend.capabilities().consistency == dlbench_core::Consistency::Ap,
         }));
         Stage {
             ctx,
@@ -176,6 +181,7 @@ impl<'a> Stage<'a> {
             leftovers: None,
             notes: self.notes.into_inner().unwrap(),
             nemesis: self.events.into_inner().unwrap(),
+            phase: crate::history::phase_id(self.ctx.kind.name(), &self.key),
         }
     }
 }

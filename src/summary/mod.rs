@@ -20,7 +20,7 @@ use crate::checker::{SegmentVerdict, Validity};
 use crate::driver::PhaseResult;
 use crate::nemesis::NemesisEvent;
 use crate::stats::{jain, new_histogram, Percentiles, TimePoint, Totals};
-use crate::verdict::{self, Availability, CheckBrief, FencingMode, Measured, Verdict};
+use crate::judgement::{self, Availability, CheckBrief, FencingMode, Measured, Verdict};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -80,6 +80,10 @@ pub struct SeriesPoint {
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkloadSummary {
     pub name: String,
+    /// The phase's identity in the history (backend and first key): its checks are the
+    /// segment with the same id, never another phase's by position.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase_id: String,
     pub clients: usize,
     pub keys: usize,
     pub seed: Option<u64>,
@@ -92,6 +96,14 @@ pub struct WorkloadSummary {
     pub duration_s: f64,
     #[serde(default)]
     pub wait_timeout_ms: u64,
+    /// The plan's TTL, think time and key distribution (what `compare` also checks both
+    /// sides agree on); absent from summaries written before they were recorded.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub ttl_ms: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub think: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key_dist: String,
     /// Which repetition this is (`run --repeat N`: 0..N, interleaved across backends).
     #[serde(default)]
     pub repeat: u32,
@@ -203,18 +215,27 @@ impl WorkloadSummary {
     /// are not), by name. Faults of the holder (a paused or cut-off client, a delayed write:
     /// the scenarios' `client-*`, `write-delay`, `partition-clients`) break every lease lock
     /// by design and say nothing of the service's class, so they are not counted.
+    /// A fault whose probe showed it did nothing (a cut that dropped no traffic) is not
+    /// applied: see [`WorkloadSummary::faults_no_effect`].
     pub fn faults_applied(&self) -> Vec<String> {
-        let holder_side = |f: &str| f.starts_with("client-") || f == "write-delay" || f == "partition-clients";
-        dedup(self.nemesis.iter().filter(|e| e.phase == "start" && !holder_side(&e.f)).map(|e| e.f.clone()))
+        crate::nemesis::effects(&self.nemesis, |f| !holder_side(f)).0
+    }
+
+    /// Faults of the service that started but were shown to have done nothing.
+    pub fn faults_no_effect(&self) -> Vec<String> {
+        crate::nemesis::effects(&self.nemesis, |f| !holder_side(f)).1
     }
 
     /// Faults the target could not apply in this phase.
     pub fn faults_skipped(&self) -> Vec<String> {
-        dedup(self.nemesis.iter().filter(|e| e.phase == "skipped").map(|e| e.f.clone()))
+        dedup(self.nemesis.iter().filter(|e| e.phase == "skipped" && !crate::nemesis::no_effect(&e.detail)).map(|e| e.f.clone()))
     }
 
-    fn measured(&self, has_tokens: bool, claimed: &str) -> Measured {
+    fn measured(&self, has_tokens: bool, claimed: &str, unchecked: Option<&str>) -> Measured {
         Measured {
+            sections: self.sections,
+            availability_missing: unchecked.map(str::to_string),
+            faults_no_effect: self.faults_no_effect(),
             overlaps: self.overlaps,
             lost_updates: self.lost_updates,
             lost_updates_fenced: self.lost_updates_fenced,
@@ -230,6 +251,17 @@ impl WorkloadSummary {
             exposure: self.exposure,
         }
     }
+}
+
+/// Faults of the holder (a paused or cut-off client, a delayed write: the scenarios'
+/// `client-*`, `write-delay`, `partition-clients`) break every lease lock by design and say
+/// nothing of the service's class.
+fn holder_side(f: &str) -> bool {
+    f.starts_with("client-") || f == "write-delay" || f == "partition-clients"
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn dedup(it: impl Iterator<Item = String>) -> Vec<String> {
@@ -337,6 +369,10 @@ pub struct Summary {
     /// The fault schedule (`--nemesis`), empty when no faults ran.
     #[serde(default)]
     pub nemesis_schedule: Vec<String>,
+    /// A fault started every this many seconds (absent without faults, and in summaries
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nemesis_interval_s: Option<f64>,
     pub backends: Vec<BackendSummary>,
     /// `dlbench scenario`: each entry's observation against its expectation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -382,6 +418,7 @@ impl Summary {
             peak_rss_mb: None,
             fencing,
             nemesis_schedule,
+            nemesis_interval_s: None,
             backends: Vec::new(),
             scenarios: Vec::new(),
             hits: Vec::new(),
@@ -437,7 +474,7 @@ impl WorkloadSummary {
             }
         });
         let r = &p.resource;
-        let round4 = |x: Option<f64>| x.map(|v| (v * 10000.0).round() / 10000.0);
+        let round4 = |x: Option<f64>| x.map(crate::judgement::round_share);
         let acquire = Percentiles::of(&p.totals.acquire);
         let service = Percentiles::of(&p.totals.service);
         let wait_timeout_ms = p.workload.wait_timeout.as_millis() as u64;
@@ -445,6 +482,7 @@ impl WorkloadSummary {
         let steady = steady::assess(&p.timeseries, p.workload.warmup.as_secs_f64(), &acquire, &service, wait_timeout_ms);
         WorkloadSummary {
             name: p.workload.name.clone(),
+            phase_id: p.phase.clone(),
             clients: p.workload.clients,
             keys: p.workload.keys,
             seed: p.workload.seed,
@@ -453,6 +491,12 @@ impl WorkloadSummary {
             hold: p.workload.hold.to_string(),
             duration_s: p.workload.duration.as_secs_f64(),
             wait_timeout_ms,
+            ttl_ms: p.workload.ttl.as_millis() as u64,
+            think: p.workload.think.to_string(),
+            key_dist: match p.workload.key_dist {
+                crate::workload::KeyDist::Uniform => "uniform".to_string(),
+                crate::workload::KeyDist::Zipf => format!("zipf({})", p.workload.zipf_s),
+            },
             repeat: 0,
             settled_after_s: steady.settled_after_s,
             anomalies: steady.anomalies,
@@ -587,8 +631,10 @@ impl BackendSummary {
         self
     }
 
-    /// Attach the checkers' verdicts (one per workload, in order; none when no history was
-    /// kept) and derive each phase's verdict and the backend's.
+    /// Attach the checkers' verdicts (none when no history was kept) and derive each phase's
+    /// verdict and the backend's. A phase takes the segment with its phase id; a phase whose
+    /// segment is missing (its stage failed, the history was cut) gets no checks, never a
+    /// neighbour's. Phases read back from a summary written before phase ids pair by position.
     pub fn attach_checks(&mut self, verdicts: &[SegmentVerdict], mode: FencingMode) {
         let has_tokens = self.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false);
         let claimed = self
@@ -598,8 +644,9 @@ impl BackendSummary {
             .map(|c| c.to_uppercase())
             .unwrap_or_else(|| "unknown".into());
         for (i, w) in self.workloads.iter_mut().enumerate() {
-            if let Some(v) = verdicts.get(i) {
-                w.checks = verdict::briefs(v);
+            let segment = if w.phase_id.is_empty() { verdicts.get(i) } else { verdicts.iter().find(|v| v.phase == w.phase_id) };
+            if let Some(v) = segment {
+                w.checks = judgement::briefs(v);
                 w.validity = Some(v.valid);
                 w.availability = v
                     .results
@@ -608,9 +655,14 @@ impl BackendSummary {
                     .and_then(Availability::from_check)
                     .filter(|_| !w.faults_applied().is_empty());
             }
-            w.verdict = Some(verdict::verdict(&w.measured(has_tokens, &claimed), mode));
+            let missing = match (segment.is_some(), verdicts.is_empty()) {
+                (true, _) => None,
+                (false, true) => Some("no history kept (--history off), so no availability check"),
+                (false, false) => Some("this phase's history segment is missing, so no check"),
+            };
+            w.verdict = Some(judgement::verdict(&w.measured(has_tokens, &claimed, missing), mode));
         }
-        self.validity = verdicts.iter().map(|v| v.valid).max();
+        self.validity = self.workloads.iter().filter_map(|w| w.validity).max();
         self.availability = Availability::combine(self.workloads.iter().filter_map(|w| w.availability.as_ref()));
         // The backend's verdict: every phase's counts and checks; evidence as weak as the
         // weakest phase.
@@ -622,14 +674,20 @@ impl BackendSummary {
             legit_refused: self.legit_refused,
             token_inversions: self.token_inversions,
             has_tokens,
+            sections: self.workloads.iter().map(|w| w.sections).sum(),
             checks: self.workloads.iter().flat_map(|w| w.checks.clone()).collect(),
             availability: self.availability.clone(),
+            availability_missing: Some(if verdicts.is_empty() { "no history kept (--history off), so no availability check" } else { "no phase had an availability check" }.to_string()),
+            faults_no_effect: dedup(self.workloads.iter().flat_map(|w| w.faults_no_effect()))
+                .into_iter()
+                .filter(|f| !self.workloads.iter().any(|w| w.faults_applied().contains(f)))
+                .collect(),
             claimed,
             faults_applied: dedup(self.workloads.iter().flat_map(|w| w.faults_applied())),
             faults_skipped: dedup(self.workloads.iter().flat_map(|w| w.faults_skipped())),
             exposure: self.workloads.iter().filter(|w| w.sections > 0).filter_map(|w| w.exposure).reduce(f64::min),
         };
-        self.verdict = Some(verdict::verdict(&m, mode));
+        self.verdict = Some(judgement::verdict(&m, mode));
     }
 
     pub fn failed(name: &str, why: String) -> Self {

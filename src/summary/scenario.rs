@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::verdict::Availability;
+use crate::judgement::Availability;
 
 /// What an entry expects on one side of fencing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -32,7 +32,7 @@ impl std::fmt::Display for Expect {
             Expect::Violation => "violation",
             Expect::NoViolation => "no violation",
             Expect::Rejected => "stale writes rejected",
-            Expect::FencingBroken => "fencing broken",
+            Expect::FencingBroken => crate::judgement::FENCING_BROKEN,
             Expect::MustFail => "acquire fails, nothing left",
             Expect::Recovers => "no violation, recovers",
         })

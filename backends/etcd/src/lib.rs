@@ -647,7 +647,7 @@ impl DistLock for EtcdLock {
             token: Some(FencingToken(my_rev as u64)),
             invoked_at,
             acquired_at: Instant::now(),
-            valid_until: invoked_at + session.ttl,
+            valid_until: session.valid_until(),
             handle: LeaseHandle::new(my_key).with_data(Claim { lease_id: session.lease_id, create_revision: my_rev }),
             lost: session.lost.subscribe(),
         })
@@ -768,7 +768,7 @@ impl DistLock for V3Lock {
             token: Some(FencingToken(rev as u64)),
             invoked_at,
             acquired_at: Instant::now(),
-            valid_until: invoked_at + session.ttl,
+            valid_until: session.valid_until(),
             handle: LeaseHandle::new(claim_key).with_data(Claim { lease_id: session.lease_id, create_revision: rev }),
             lost: session.lost.subscribe(),
         })

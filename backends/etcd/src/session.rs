@@ -1,5 +1,6 @@
 //! An etcd lease kept alive in the background: the client's session.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dlbench_core::{LockError, LostSender, LostSignal};
@@ -13,6 +14,9 @@ pub(crate) struct Session {
     /// The TTL the server granted (etcd rounds to seconds and enforces a minimum).
     pub ttl: Duration,
     pub lost: LostSender,
+    /// When the last keep-alive the server confirmed was sent (at first, the grant's
+    /// request): the lease lives at least a TTL past it.
+    confirmed: Arc<Mutex<Instant>>,
     task: JoinHandle<()>,
 }
 
@@ -23,7 +27,9 @@ impl Session {
         let secs = ttl.as_secs_f64().ceil().max(1.0) as i64;
         let deadline = Instant::now() + config.request_timeout;
         let mut leases = client.lease_client();
+        let mut sent;
         let granted = loop {
+            sent = Instant::now();
             let attempt = tokio::time::timeout_at(deadline.into(), leases.grant(secs, None)).await;
             match attempt {
                 Ok(Ok(g)) => break g,
@@ -45,8 +51,15 @@ impl Session {
         };
         let ttl = Duration::from_secs(granted.ttl().max(1) as u64);
         let (lost, _) = LostSignal::channel();
-        let task = tokio::spawn(keep_alive(client, granted.id(), ttl, lost.clone()));
-        Ok(Session { lease_id: granted.id(), ttl, lost, task })
+        let confirmed = Arc::new(Mutex::new(sent));
+        let task = tokio::spawn(keep_alive(client, granted.id(), ttl, lost.clone(), confirmed.clone()));
+        Ok(Session { lease_id: granted.id(), ttl, lost, confirmed, task })
+    }
+
+    /// Until when a holder on this session may believe it holds its lock: a granted TTL past
+    /// the last confirmed keep-alive, however long the acquire queued before its grant.
+    pub fn valid_until(&self) -> Instant {
+        *self.confirmed.lock().unwrap() + self.ttl
     }
 
     /// Stop keeping the lease alive; it expires on the server after its TTL.
@@ -64,9 +77,9 @@ impl Drop for Session {
 
 /// Refresh the lease every third of its TTL; declare it lost when the server says it has
 /// expired or when no refresh has been confirmed for a whole TTL.
-async fn keep_alive(client: Client, id: i64, ttl: Duration, lost: LostSender) {
+async fn keep_alive(client: Client, id: i64, ttl: Duration, lost: LostSender, shared: Arc<Mutex<Instant>>) {
     let interval = (ttl / 3).max(Duration::from_millis(100));
-    let mut confirmed = Instant::now();
+    let mut confirmed = *shared.lock().unwrap();
     let mut leases = client.lease_client();
     loop {
         let give_up = confirmed + ttl;
@@ -93,7 +106,10 @@ async fn keep_alive(client: Client, id: i64, ttl: Duration, lost: LostSender) {
                 break;
             }
             match tokio::time::timeout_at((confirmed + ttl).into(), stream.message()).await {
-                Ok(Ok(Some(r))) if r.ttl() > 0 => confirmed = sent,
+                Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                    confirmed = sent;
+                    *shared.lock().unwrap() = sent;
+                }
                 Ok(Ok(Some(_))) => {
                     lost.lose("lease expired on the server");
                     return;

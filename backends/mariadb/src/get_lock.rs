@@ -223,7 +223,6 @@ impl DistLock for GetLock {
         // stopped answering. Fractions of a second are honoured.
         let wait = opts.wait.as_secs_f64();
         let within = opts.wait + self.config.request_timeout;
-        let attempt_at = Instant::now();
         let token = match self.scalar::<Option<i64>>(&mut slot, LOCK, key, Some(wait), within, true).await {
             // The connection had ended (the server restarted): nothing was held on it, so
             // once more on a new one.
@@ -241,7 +240,10 @@ impl DistLock for GetLock {
             token: Some(FencingToken(token as u64)),
             invoked_at,
             acquired_at: Instant::now(),
-            valid_until: attempt_at + opts.ttl,
+            // A session lock has no TTL: it lives with the connection, which answered at
+            // the grant; the holder trusts it a TTL from then (however long it queued),
+            // and `extend` checks again.
+            valid_until: Instant::now() + opts.ttl,
             handle: LeaseHandle::new(format!("GET_LOCK {key}")).with_data(c.generation),
             lost: c.lost.subscribe(),
         })

@@ -36,7 +36,8 @@ struct Waiter {
     ticket: u64,
     owner: u64,
     ttl: Duration,
-    grant: oneshot::Sender<u64>,
+    /// The token and the instant of the grant, from which the holder's TTL runs.
+    grant: oneshot::Sender<(u64, Instant)>,
 }
 
 impl KeyState {
@@ -52,7 +53,7 @@ impl KeyState {
                 return;
             };
             self.tokens += 1;
-            if w.grant.send(self.tokens).is_ok() {
+            if w.grant.send((self.tokens, now)).is_ok() {
                 self.holder = Some(Holder { owner: w.owner, expires: now + w.ttl });
             }
         }
@@ -147,10 +148,10 @@ struct MemoryClient {
 }
 
 enum Attempt {
-    Granted(u64),
+    Granted(u64, Instant),
     Busy,
     /// Queued: wait for the grant, or until the holder's expiry to look again.
-    Queued(u64, oneshot::Receiver<u64>, Instant),
+    Queued(u64, oneshot::Receiver<(u64, Instant)>, Instant),
 }
 
 impl MemoryClient {
@@ -165,7 +166,7 @@ impl MemoryClient {
         if st.holder.is_none() {
             st.tokens += 1;
             st.holder = Some(Holder { owner: self.owner, expires: now + ttl });
-            return Attempt::Granted(st.tokens);
+            return Attempt::Granted(st.tokens, now);
         }
         if !may_wait {
             return Attempt::Busy;
@@ -179,13 +180,13 @@ impl MemoryClient {
 
     /// After a wake-up by timer: promote past an expired holder, then report whether we
     /// were granted, and if not, leave the queue when `give_up`.
-    fn recheck(&self, key: &str, ticket: u64, rx: &mut oneshot::Receiver<u64>, give_up: bool) -> Result<Option<u64>, Instant> {
+    fn recheck(&self, key: &str, ticket: u64, rx: &mut oneshot::Receiver<(u64, Instant)>, give_up: bool) -> Result<Option<(u64, Instant)>, Instant> {
         let now = Instant::now();
         let mut keys = self.shared.keys.lock().unwrap();
         let st = keys.get_mut(key).expect("a queued key exists");
         st.promote(now);
-        if let Ok(token) = rx.try_recv() {
-            return Ok(Some(token));
+        if let Ok(grant) = rx.try_recv() {
+            return Ok(Some(grant));
         }
         if give_up {
             st.queue.retain(|w| w.ticket != ticket);
@@ -204,15 +205,16 @@ impl MemoryClient {
         }
     }
 
-    fn lease(&self, key: &str, token: u64, invoked_at: Instant, ttl: Duration) -> Lease {
+    fn lease(&self, key: &str, (token, granted_at): (u64, Instant), invoked_at: Instant, ttl: Duration) -> Lease {
         let now = Instant::now();
         Lease {
             key: key.to_string(),
             token: Some(FencingToken(token)),
             invoked_at,
             acquired_at: now,
-            // The TTL starts when the request arrives (at the invocation, in process).
-            valid_until: invoked_at + ttl,
+            // The TTL runs from the grant, as the holder's expiry in the key's state does,
+            // however long the acquire queued.
+            valid_until: granted_at + ttl,
             handle: LeaseHandle::new(self.owner.to_string()),
             lost: LostSignal::never(),
         }
@@ -226,17 +228,17 @@ impl DistLock for MemoryClient {
         self.stall().await;
         let deadline = invoked_at + opts.wait;
         let (ticket, mut rx, mut expires) = match self.attempt(key, opts.ttl, !opts.wait.is_zero()) {
-            Attempt::Granted(t) => return Ok(self.lease(key, t, invoked_at, opts.ttl)),
+            Attempt::Granted(t, at) => return Ok(self.lease(key, (t, at), invoked_at, opts.ttl)),
             Attempt::Busy => return Err(LockError::Busy),
             Attempt::Queued(ticket, rx, expires) => (ticket, rx, expires),
         };
         loop {
             let until = deadline.min(expires);
             match tokio::time::timeout_at(until.into(), &mut rx).await {
-                Ok(Ok(token)) => return Ok(self.lease(key, token, invoked_at, opts.ttl)),
+                Ok(Ok(grant)) => return Ok(self.lease(key, grant, invoked_at, opts.ttl)),
                 Ok(Err(_)) => unreachable!("the sender lives in the queue until it is used"),
                 Err(_) => match self.recheck(key, ticket, &mut rx, Instant::now() >= deadline) {
-                    Ok(Some(token)) => return Ok(self.lease(key, token, invoked_at, opts.ttl)),
+                    Ok(Some(grant)) => return Ok(self.lease(key, grant, invoked_at, opts.ttl)),
                     Ok(None) => return Err(LockError::Timeout(opts.wait)),
                     Err(next) => expires = next.max(Instant::now() + Duration::from_millis(1)),
                 },

@@ -418,7 +418,6 @@ impl DistLock for AdvisoryLock {
             Err(e) if slot.is_none() && !matches!(e, LockError::Config(_)) => self.prepare(&mut slot, key, opts).await?,
             r => r?,
         };
-        let attempt_at = Instant::now();
         let r = self.take(&mut slot, key, opts.wait).await;
         if self.scope == Scope::Xact && slot.is_some() && !matches!(r, Ok(Some(_))) {
             let undo = if nested { "ROLLBACK TO SAVEPOINT dlbench_again" } else { "ROLLBACK" };
@@ -443,7 +442,10 @@ impl DistLock for AdvisoryLock {
             token: Some(FencingToken(token as u64)),
             invoked_at,
             acquired_at: Instant::now(),
-            valid_until: attempt_at + opts.ttl,
+            // A session lock has no TTL: it lives with the connection, which answered at
+            // the grant; the holder trusts it a TTL from then (however long it queued),
+            // and `extend` checks again.
+            valid_until: Instant::now() + opts.ttl,
             handle: LeaseHandle::new(format!("{} {key}", self.scope.name())).with_data(c.generation),
             lost: c.lost.subscribe(),
         })

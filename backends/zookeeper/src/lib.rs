@@ -260,13 +260,16 @@ impl ZkLock {
         }
     }
 
-    /// Wait until our claim is the lowest; Ok(false) if our claim disappeared.
-    async fn wait_turn(&self, s: &ZkSession, dir: &str, me: &str, try_once: bool) -> Result<bool, LockError> {
+    /// Wait until our claim is the lowest: Ok(Some(when the listing that showed it was
+    /// asked for)), the instant from which the session is known alive; Ok(None) if our
+    /// claim disappeared.
+    async fn wait_turn(&self, s: &ZkSession, dir: &str, me: &str, try_once: bool) -> Result<Option<Instant>, LockError> {
         let my_name = &me[dir.len() + 1..];
         let my_seq = sequence_of(my_name).ok_or_else(|| LockError::Config(format!("bad claim name {my_name}")))?;
         let client = s.client().map_err(|e| map_err(e, false))?;
         let mut lost = s.lost.subscribe();
         loop {
+            let asked = Instant::now();
             let children = retrying(self.config.request_timeout, || client.list_children(dir)).await.0.map_err(|e| map_err(e, false))?;
             let mut ours = false;
             let mut predecessor: Option<(i64, String)> = None;
@@ -279,9 +282,9 @@ impl ZkLock {
                 }
             }
             if !ours {
-                return Ok(false);
+                return Ok(None);
             }
-            let Some((_, pred)) = predecessor else { return Ok(true) };
+            let Some((_, pred)) = predecessor else { return Ok(Some(asked)) };
             if try_once {
                 return Err(LockError::Busy);
             }
@@ -383,20 +386,22 @@ impl DistLock for ZkLock {
         })
         .await
         .unwrap_or(Err(LockError::Timeout(opts.wait)));
-        if let Ok(true) = waited {
+        if let Ok(Some(_)) = waited {
             self.held.lock().unwrap().insert(path.clone(), Held { count: 1, czxid, session: Arc::downgrade(&s) });
         }
         match waited {
-            Ok(true) => Ok(Lease {
+            // The session lives a negotiated timeout past the last answer it had, however
+            // long the claim queued: measured from the grant, not from the invoke.
+            Ok(Some(asked)) => Ok(Lease {
                 key: key.to_string(),
                 token: Some(FencingToken(czxid as u64)),
                 invoked_at,
                 acquired_at: Instant::now(),
-                valid_until: invoked_at + s.timeout,
+                valid_until: asked + s.timeout,
                 handle: LeaseHandle::new(path).with_data(Claim { session: Arc::downgrade(&s) }),
                 lost: s.lost.subscribe(),
             }),
-            Ok(false) => Err(LockError::SessionLost("our lock node vanished while waiting: session expired".into())),
+            Ok(None) => Err(LockError::SessionLost("our lock node vanished while waiting: session expired".into())),
             Err(e @ LockError::SessionLost(_)) => Err(e),
             Err(e) => match self.withdraw(&s, &path).await {
                 Ok(()) => Err(e),

@@ -146,6 +146,51 @@ impl Faults for LocalTarget {
         Ok(())
     }
 
+    async fn observe(&self, kind: FaultKind, n: &NodeRef) -> Option<String> {
+        let node = self.node(n);
+        match kind {
+            // The process group was killed and reaped: nothing of it runs.
+            FaultKind::Kill => Some(match node.pid() {
+                None => "process gone".into(),
+                Some(pid) => format!("NOT killed: pid {pid} still runs"),
+            }),
+            // SIGSTOP is delivered asynchronously: look for the stopped state a while.
+            FaultKind::Pause => {
+                let pid = node.pid()?;
+                let mut state = String::new();
+                for _ in 0..20 {
+                    state = proc_state(pid).unwrap_or_default();
+                    if state == "T" || state == "t" {
+                        return Some(format!("pid {pid} stopped (state {state})"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Some(format!("NOT stopped: pid {pid} in state {state}"))
+            }
+            // Ask the server its time: the shim moves it within 50 ms.
+            FaultKind::Clock => {
+                let mut seen = None;
+                for _ in 0..10 {
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                    let reply = redis_command(&node.real_addr, "TIME", self.password(), self.connect_timeout()).await.ok()?;
+                    let secs: i64 = reply.lines().map(str::trim).find(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()?;
+                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs() as i64;
+                    let moved = secs - now;
+                    seen = Some(moved);
+                    if moved.abs() >= 2 {
+                        return Some(format!("clock {moved:+} s by the server's TIME"));
+                    }
+                }
+                seen.map(|m| format!("NOT moved: the server's TIME is {m:+} s off"))
+            }
+            FaultKind::Failover => {
+                let info = redis_command(&node.real_addr, "INFO replication", self.password(), self.connect_timeout()).await.ok()?;
+                Some(if info.lines().any(|l| l.trim() == "role:master") { "role:master".into() } else { "NOT promoted: still a replica".into() })
+            }
+            _ => None,
+        }
+    }
+
     async fn heal_all(&self, kind: BackendKind) -> Result<(), String> {
         for n in self.nodes_of(kind) {
             if n.is_paused() {
@@ -163,4 +208,11 @@ impl Faults for LocalTarget {
         }
         self.wait_healthy(kind).await.map_err(|e| e.to_string())
     }
+}
+
+/// A process's state letter from /proc (R, S, D, T, t, Z, ...).
+fn proc_state(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: the state follows the last ')'.
+    stat.rsplit_once(')')?.1.split_whitespace().next().map(str::to_string)
 }

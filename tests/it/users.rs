@@ -2,7 +2,7 @@
 //! the PgBouncer entry shows the breakage and the safe setups beside it, and the figures
 //! tell a polling lock from a waiting one.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 
@@ -10,6 +10,7 @@ use common::{dlbench, processes_under, scratch};
 
 #[test]
 fn what_users_hit_is_measured_with_evidence() {
+    let _g = common::heavy();
     let dir = scratch("users");
     let out = dlbench()
         .args(["scenario", "U1,U6,U7", "--backends", "redis,pg-advisory,pg-advisory-xact", "--waiters", "1,10", "--out"])

@@ -1,14 +1,12 @@
 //! Faults end to end: the scenario catalogue's key entries on real servers, a nemesis run's
 //! AP / CP table, and `dlbench check` on hand-made histories.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
-use std::sync::Mutex;
 
 use common::{dlbench, processes_under, scratch};
 
-static HEAVY: Mutex<()> = Mutex::new(());
 
 fn summary(dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("latest").join("summary.json")).unwrap()).unwrap()
@@ -19,7 +17,7 @@ fn summary(dir: &std::path::Path) -> serde_json::Value {
 /// entry ends healed, nothing is left running.
 #[test]
 fn scenario_catalogue_holds_on_real_servers() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("scenarios");
     let out = dlbench()
         .args(["scenario", "S1,S3,S4,S5,S7,S8,J1", "--backend", "default", "--out"])
@@ -71,8 +69,14 @@ fn scenario_catalogue_holds_on_real_servers() {
         let observed = &b["verdict"]["class_observed"];
         if b["name"] == "postgres" {
             assert!(observed.is_null(), "a holder's pause is no fault of the service: {}", b["verdict"]);
-        } else {
+        } else if b["name"] == "etcd" || b["name"] == "zookeeper" || !b["verdict"]["availability_rate"].is_null() {
             assert!(observed.is_string(), "{}: observed class under applied faults: {}", b["name"], b["verdict"]);
+        } else {
+            // Faults took effect but no grant rate outside them to compare with (S5 is a
+            // failover from start to end): no class, and the note says why (issue 32).
+            assert!(observed.is_null(), "{}: a class without a rate to compare: {}", b["name"], b["verdict"]);
+            let note = b["verdict"]["class_note"].as_str().unwrap_or_default();
+            assert!(note.starts_with("not tested:") && note.len() > 20, "{}: why no class: {}", b["name"], b["verdict"]);
         }
         assert!(!b["nemesis"].as_array().unwrap().is_empty(), "{}: nemesis events", b["name"]);
     }
@@ -84,7 +88,7 @@ fn scenario_catalogue_holds_on_real_servers() {
 /// printed, and the exit status the verdict's.
 #[test]
 fn nemesis_run_reports_claimed_and_observed_classes() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("nemesis");
     let out = dlbench()
         .args([
@@ -119,6 +123,10 @@ fn nemesis_run_reports_claimed_and_observed_classes() {
     let starts = events.iter().filter(|e| e["phase"] == "start").count();
     let ends = events.iter().filter(|e| e["phase"] == "end").count();
     assert!(starts > 0 && starts == ends, "every fault healed: {events:?}");
+    // Each start carries the evidence that it took effect, read from the process itself.
+    let detail = |f: &str| events.iter().filter(|e| e["f"] == f && e["phase"] == "start").map(|e| e["detail"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert!(detail("kill").iter().all(|d| d.starts_with("checked: ") && d.contains("process gone")), "{:?}", detail("kill"));
+    assert!(detail("pause").iter().all(|d| d.starts_with("checked: ") && d.contains("stopped (state T")), "{:?}", detail("pause"));
     assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
 }
 
@@ -127,7 +135,7 @@ fn nemesis_run_reports_claimed_and_observed_classes() {
 /// are valid. With `--fencing on` that is "fencing broken", exit 1, never "safe".
 #[test]
 fn a_redis_restart_without_persistence_breaks_fencing() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("fence-reset");
     let out = dlbench()
         .args([

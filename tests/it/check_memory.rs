@@ -2,7 +2,7 @@
 //! never the history: a long history checks in bounded memory. (Checking used to hold a whole
 //! segment, about 490 MB per million operations.)
 
-mod common;
+use crate::common;
 
 use common::{dlbench, scratch};
 use dlbench::synthetic::{self, Spec};

@@ -5,7 +5,7 @@
 //! against the committed schema, that the tables show the rows, and that nothing is left
 //! running. How large the ratios are belongs in the README, not here.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 
@@ -13,6 +13,7 @@ use common::{dlbench, processes_under, scratch};
 
 #[test]
 fn calibrate_peers_runs_every_official_client_beside_dlbench() {
+    let _g = common::heavy();
     let dir = scratch("peers");
     let out = dlbench()
         .args(["calibrate", "--peers", "--repeats", "1", "--connections", "4", "--seconds", "1s", "--out"])

@@ -1,16 +1,14 @@
 //! The `dlbench` binary end to end: what a user types, what they see, what is left behind.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{dlbench, processes_under, scratch, sigint, wait_exit};
 
 /// Tests that start a whole target take turns: two at once would starve a 2-core machine.
-static HEAVY: Mutex<()> = Mutex::new(());
 
 #[test]
 fn unknown_backend_names_the_valid_ones() {
@@ -55,7 +53,7 @@ fn bad_duration_is_a_clear_error() {
 /// summary.json carrying the documented fields.
 #[test]
 fn shipped_workloads_run_on_all_five_backends() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("run");
     let workloads = ["hot-key", "many-keys", "zipf", "long-hold", "open-loop"];
     // From inside the directory with the default, relative `--out results`, as the README's
@@ -97,7 +95,8 @@ fn shipped_workloads_run_on_all_five_backends() {
         // No fault was applied: a claimed class, never an observed one.
         let v = &b["verdict"];
         assert!(v["class_observed"].is_null(), "{name}: a class without faults: {v}");
-        assert!(v["class_claimed"].is_string() && v["summary"].as_str().unwrap().contains("not tested under faults"), "{name}: {v}");
+        assert!(v["class_claimed"].is_string() && v["class_note"] == "not tested: no fault applied", "{name}: {v}");
+        assert!(v["summary"].as_str().unwrap().contains("class not tested: no fault applied"), "{name}: {v}");
         assert!(["strong", "weak"].contains(&v["evidence"].as_str().unwrap()), "{name}: evidence graded: {v}");
         let ws: Vec<&str> = b["workloads"].as_array().unwrap().iter().map(|w| w["name"].as_str().unwrap()).collect();
         assert_eq!(ws, workloads, "{name}");
@@ -119,7 +118,7 @@ fn shipped_workloads_run_on_all_five_backends() {
 /// Ten thousand clients on the memory backend stay within 300 MB and report the driver's lag.
 #[test]
 fn ten_thousand_clients_fit_in_memory() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("10k");
     let out = dlbench()
         .args(["run", "--backends", "memory", "--clients", "10000", "--duration", "5s", "--warmup", "0s", "--out"])
@@ -139,7 +138,7 @@ fn ten_thousand_clients_fit_in_memory() {
 /// Ctrl-C halfway through a run leaves no server running, and a summary marked incomplete.
 #[test]
 fn sigint_mid_run_leaves_nothing_behind() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("sigint");
     let mut child = dlbench()
         .args(["run", "--duration", "60s", "--out"])
@@ -186,7 +185,7 @@ fn sigint_mid_run_leaves_nothing_behind() {
 /// With `dlbench up` running, `dlbench lock` on each backend serializes two commands.
 #[test]
 fn up_then_lock_serializes_commands_on_every_backend() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("up");
     let (mut up, ep) = common::up(&dir, &[], &[]);
     for backend in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
@@ -265,7 +264,7 @@ fn lock_refuses_a_lock_delay_the_backend_lacks() {
 /// summary and in the four-properties table of the terminal and of summary.md.
 #[test]
 fn properties_are_measured_and_reported() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::heavy();
     let dir = scratch("properties");
     let out = dlbench()
         .args(["run", "--backends", "redis,pg-advisory", "--workload", "hot-key", "--duration", "1s", "--warmup", "0s", "--properties", "--out"])
@@ -569,4 +568,42 @@ fn check_errors_name_the_path() {
         assert!(err.contains(what), "{}: {err}", path.display());
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Mutation (issue 32): a partition where nothing can be cut, and a phase too short for every
+/// fault asked, once ran and reported the faults as started (or silently dropped one). Both
+/// are refused in one line before anything is created.
+#[test]
+fn faults_that_cannot_all_take_effect_are_refused_before_starting() {
+    for (args, says) in [
+        (&["--backends", "redis,redlock", "--nemesis", "partition"][..], "partition would do nothing here"),
+        (&["--backends", "etcd", "--duration", "30s", "--nemesis", "kill:leader,pause,partition", "--nemesis-interval", "10s"][..], "leaves room for 2 of the 3 faults asked"),
+    ] {
+        let dir = scratch("refused-faults");
+        let out = dlbench().arg("run").args(args).arg("--out").arg(&dir).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line, got: {err}");
+        assert!(!dir.exists() || std::fs::read_dir(&dir).unwrap().next().is_none(), "nothing created in {}", dir.display());
+    }
+}
+
+/// Mutation (issue 32): `compare results/baseline <run>` on this machine kind once exited 2
+/// on a kernel build ("differ in machine kernel (... vs ...)"). A kernel build is a note; the
+/// one-run baseline has no spread, so the answer is "nothing detectable" (exit 3), said so.
+#[test]
+fn the_committed_baseline_compares_across_kernel_builds() {
+    let dir = scratch("baseline-kernel");
+    let base = concat!(env!("CARGO_MANIFEST_DIR"), "/results/baseline");
+    let mut s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(format!("{base}/summary.json")).unwrap()).unwrap();
+    let kernel = s["machine"]["kernel"].as_str().unwrap().to_string();
+    s["machine"]["kernel"] = format!("{kernel}-another-build").into();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
+    let out = dlbench().args(["compare", base]).arg(&dir).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(stdout.contains("kernel build"), "the kernel is a note: {stdout}");
+    assert!(stdout.contains("No regression could have been detected"), "{stdout}");
 }

@@ -3,7 +3,7 @@
 //! (validated against the committed schema) and shown in the report. Figures are checked for
 //! presence and sanity only; their size belongs in the README's performance section.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 
@@ -11,6 +11,7 @@ use common::{dlbench, processes_under, scratch};
 
 #[test]
 fn calibrate_prints_and_stores_ratios_and_efficiency() {
+    let _g = common::heavy();
     let dir = scratch("calibrate");
     let out = dlbench()
         .args(["calibrate", "--connections", "4", "--seconds", "1s", "--out"])

@@ -2,7 +2,7 @@
 //! cluster. Passwords travel by environment variable and never reach output or results;
 //! wrong passwords and unreachable endpoints end in a clear error, not a hang.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -31,6 +31,7 @@ fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<std::path::PathB
 
 #[test]
 fn external_target_with_passwords_from_the_environment() {
+    let _g = common::heavy();
     let dir = scratch("external");
     let (mut up, ep) = common::up(&dir, &["--password-env", VAR], &[(VAR, SECRET)]);
     let file = std::fs::read_to_string(&ep).unwrap();

@@ -1,7 +1,7 @@
 //! The conformance suite on every backend, and interop with official clients, on real
 //! servers started by dlbench's local target.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

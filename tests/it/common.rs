@@ -142,3 +142,52 @@ impl Drop for Flusher {
         }
     }
 }
+
+/// A counting semaphore for tests (std has none): `acquire` waits for a permit, the guard
+/// gives it back on drop, also when the test panics.
+pub struct Permits {
+    free: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+pub struct Permit(&'static Permits);
+
+impl Permits {
+    pub const fn new(n: usize) -> Permits {
+        Permits { free: std::sync::Mutex::new(n), freed: std::sync::Condvar::new() }
+    }
+
+    pub fn acquire(&'static self) -> Permit {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+        Permit(self)
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// Two at a time: as many loaded runs as the machine's two cores carry, as when each test
+/// file was a binary of its own and ran two tests at once.
+static HEAVY: Permits = Permits::new(2);
+static DOCKER: Permits = Permits::new(1);
+
+/// Held for the whole of a test that starts servers of its own and loads them (a `dlbench
+/// run`, `soak`, `scenario` or `calibrate` on the local target, or on compose): at most two
+/// such tests share the cores, while tests on `support`'s servers and light ones fill the
+/// gaps beside them (`.cargo/config.toml` gives libtest four threads).
+pub fn heavy() -> Permit {
+    HEAVY.acquire()
+}
+
+/// Held by the tests that bring the compose topology up: they publish the same host ports.
+pub fn docker() -> Permit {
+    DOCKER.acquire()
+}

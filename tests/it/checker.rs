@@ -11,6 +11,7 @@ fn meta(ttl_ms: u64, tokens: bool) -> Meta {
         ttl_ms,
         fencing_tokens: tokens,
         started_at: "2026-01-01T00:00:00Z".into(),
+        split_votes: false,
     }
 }
 
@@ -338,9 +339,15 @@ fn contention_explained_by_a_holder_or_a_rival_is_valid() {
     // Process 1 holds the key while 2 waits in vain.
     let held = vec![inv(1, A, 0), ok(1, A, 1, Some(5)), inv(2, A, 10), busy(2, 110), inv(1, R, 200), ok(1, R, 201, None)];
     assert_eq!(result(&checker::check(&seg(10_000, true, held)), "contention").valid, Validity::Valid);
-    // Two rivals whose claims clash (a Redlock split vote) both fail: each explains the other.
+    // Two rivals whose claims clash (a Redlock split vote) both fail: on a design that can
+    // split its votes each explains the other...
     let split = vec![inv(1, A, 0), inv(2, A, 0), busy(1, 100), busy(2, 100)];
-    assert_eq!(result(&checker::check(&seg(10_000, true, split)), "contention").valid, Validity::Valid);
+    let mut votes = seg(10_000, true, split.clone());
+    votes.meta.as_mut().unwrap().split_votes = true;
+    assert_eq!(result(&checker::check(&votes), "contention").valid, Validity::Valid);
+    // ...and on one that cannot, a failed acquire holds nothing, so nothing explains either
+    // refusal.
+    assert_eq!(result(&checker::check(&seg(10_000, true, split)), "contention").valid, Validity::Invalid);
     // A holder whose release failed keeps its claim for a TTL after.
     let stuck = vec![
         inv(1, A, 0),

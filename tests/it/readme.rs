@@ -24,7 +24,7 @@
 //! README_TEST_FILE names another file to read instead of README.md (to show the test
 //! failing on a broken example without editing the README).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -179,6 +179,7 @@ fn parser_finds_commands_and_markers() {
 /// Every dlbench line outside `# needs: docker` blocks.
 #[test]
 fn host_commands_run_as_written() {
+    let _g = common::heavy();
     let lines = commands(&readme());
     let mut failures = Vec::new();
     let mut ran = 0;
@@ -234,6 +235,8 @@ fn docker_blocks_run_as_written() {
         eprintln!("SKIPPED README docker blocks: neither `docker compose` nor `docker-compose` is installed");
         return;
     }
+    let _docker = common::docker();
+    let _g = common::heavy();
     let lines: Vec<Line> = commands(&readme()).into_iter().filter(|l| l.needs.as_deref() == Some("docker")).collect();
     assert!(lines.iter().any(|l| runs_dlbench(&l.text) || l.text.contains("run --rm bench")), "no docker block runs dlbench: {lines:?}");
     let _down = Down(plugin);

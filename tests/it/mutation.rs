@@ -15,7 +15,7 @@ use dlbench::checker::Validity;
 use dlbench::driver::{run_phase, PhaseOutputs};
 use dlbench::history::HistoryWriter;
 use dlbench::summary::BackendSummary;
-use dlbench::verdict::{FencingMode, Verdict};
+use dlbench::judgement::{FencingMode, Verdict};
 use dlbench::workload::{Dist, Workload};
 use dlbench_core::{AcquireOptions, Backend, Capabilities, DistLock, FencingToken, Lease, LeaseHandle, LockError, LostSignal};
 use dlbench_memory::MemoryBackend;
@@ -173,6 +173,18 @@ fn workload(name: &str) -> (Workload, u64) {
             Workload { clients: 3, keys: 1, hold: Dist::Fixed(Duration::from_millis(20)), ttl: Duration::from_millis(100), wait_timeout: Duration::from_secs(2), ..base },
             4,
         ),
+        // Three clients on one key, holds short, waits shorter than the TTL: a holder the
+        // history does not know keeps all three waiting past their wait.
+        "waiters" => (
+            Workload { clients: 3, keys: 1, hold: Dist::Fixed(Duration::from_millis(1)), ttl: Duration::from_millis(600), wait_timeout: Duration::from_millis(150), ..base },
+            0,
+        ),
+        // Three clients queue on one key longer than the TTL (holds of 150 ms, TTL 200 ms):
+        // a waiter's lease runs from its grant, not from its invoke.
+        "queued" => (
+            Workload { clients: 3, keys: 1, hold: Dist::Fixed(Duration::from_millis(150)), ttl: Duration::from_millis(200), wait_timeout: Duration::from_secs(2), ..base },
+            0,
+        ),
         // One client alone on its key: a correct lock never reports it contended.
         "alone" => (
             Workload { clients: 1, keys: 1, hold: Dist::Fixed(Duration::from_millis(1)), ttl: Duration::from_millis(400), wait_timeout: Duration::from_millis(100), ..base },
@@ -228,7 +240,7 @@ fn assert_clean(j: &Judged) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_correct_lock_is_never_flagged() {
-    for w in ["contended", "stalled-release", "alone"] {
+    for w in ["contended", "stalled-release", "alone", "waiters", "queued"] {
         for mode in [FencingMode::Off, FencingMode::On, FencingMode::Both] {
             let j = judge(Mutation::None, w, mode).await;
             assert_clean(&j);
@@ -270,8 +282,76 @@ async fn regressing_tokens_break_fencing() {
     assert!(j.verdict.fencing.contains("legitimate write(s) refused"), "{}", j.verdict.fencing);
 }
 
+/// A failure that took the lock is a finding of its own, not two holders: the run fails and
+/// its headline says why, while the safety word stays what the resource counted.
+fn assert_found(j: &Judged) {
+    assert_eq!(j.check("contention"), Validity::Invalid, "contention must catch it: {:?}", j.checks);
+    assert_eq!(j.verdict.valid, Validity::Invalid, "{}", j.verdict.summary);
+    assert!(j.verdict.headline.contains("failed acquire took effect"), "{}", j.verdict.headline);
+    assert!(!j.verdict.findings.is_empty(), "{:?}", j.verdict);
+    assert!(!j.verdict.safety.contains("unsafe"), "no two holders were seen: {}", j.verdict.summary);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_that_took_effect_is_caught_by_the_contention_checker() {
     let j = judge(Mutation::FailButTook, "alone", FencingMode::Both).await;
-    assert_caught(&j, "contention", "unsafe");
+    assert_found(&j);
+}
+
+/// The same hidden holder among several waiters: refused by it together, the waiters must
+/// not explain each other's refusals (the checker once let any acquire in flight explain
+/// one, and saw nothing here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_holder_among_several_waiters_is_caught() {
+    let j = judge(Mutation::FailButTook, "waiters", FencingMode::Both).await;
+    assert_found(&j);
+}
+
+/// A token regression on a waiter that queued longer than the TTL is an inversion by a
+/// legitimate holder, not a stale write refused: its lease runs from the grant. (Measured
+/// from the invoke, as etcd's and ZooKeeper's leases once were, every such waiter entered
+/// "lease lost" and the regression read "safe with fencing".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_regression_on_a_queued_waiter_breaks_fencing() {
+    let j = judge(Mutation::RegressTokens, "queued", FencingMode::On).await;
+    assert_caught(&j, "fencing", "fencing broken");
+    assert!(j.verdict.fencing.contains("legitimate write(s) refused"), "{}", j.verdict.fencing);
+}
+
+/// Checks are paired with phases by phase id, not by position: when an earlier phase's
+/// history segment is missing (a scenario stage that failed after opening it), a later
+/// phase's checks must not slide onto it. Here the first phase is the correct lock, the
+/// second grants twice, and only the second's segment is judged: paired by position, the
+/// correct phase would carry the broken one's "unsafe".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_segment_does_not_shift_another_phases_checks() {
+    let dir = std::env::temp_dir().join(format!("dlbench-mutation-{}-shifted", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("history.jsonl");
+    let history = HistoryWriter::create(&path).unwrap();
+    let mut phases = Vec::new();
+    for (name, m) in [("first", Mutation::None), ("second", Mutation::GrantTwice)] {
+        let (mut w, stall_every) = workload("contended");
+        w.name = name.into();
+        let backend: Arc<dyn Backend> = Arc::new(Mutant { inner: MemoryBackend::new(), m, stall_every, counts: Arc::default() });
+        let out = PhaseOutputs { history: Some((history.clone(), "mutant".into())), ..Default::default() };
+        phases.push(run_phase(backend, &w, "shifted", &CancellationToken::new(), out).await.unwrap());
+    }
+    history.close().unwrap();
+    let mut verdicts = dlbench::run::check_history(&path).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(verdicts.len(), 2);
+    assert_eq!(verdicts[1].valid, Validity::Invalid, "the second phase grants twice");
+    verdicts.remove(0);
+    let caps = MemoryBackend::new().capabilities();
+    let mut b = BackendSummary::new("mutant", serde_json::to_value(caps).ok(), &phases);
+    b.attach_checks(&verdicts, FencingMode::Off);
+    let (first, second) = (&b.workloads[0], &b.workloads[1]);
+    assert!(first.checks.is_empty(), "the first phase has no segment, so no checks: {:?}", first.checks);
+    let v1 = first.verdict.as_ref().unwrap();
+    assert_ne!(v1.safety, "unsafe", "{}", v1.summary);
+    assert_eq!(first.validity, None, "no segment, no checker validity");
+    let v2 = second.verdict.as_ref().unwrap();
+    assert_eq!((v2.safety.as_str(), v2.valid), ("unsafe", Validity::Invalid), "{}", v2.summary);
 }

@@ -3,7 +3,7 @@
 //! leaves no server running, no data once the next run has started, and a result set that
 //! `report` and `check` read.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -134,6 +134,7 @@ fn run_dir(out: &Path) -> Option<PathBuf> {
 /// sweep's other rule) are never touched.
 #[test]
 fn sigkill_at_ten_random_instants_leaves_nothing_behind() {
+    let _g = common::heavy();
     let dir = scratch("sigkill10");
     let base = dir.join("runtime");
     let seed = 0x5eed_d1b5_u64;

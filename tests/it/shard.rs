@@ -2,7 +2,7 @@
 //! servers, merged into one result set that adds up exactly and whose checkers see holders
 //! of different shards collide.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -72,6 +72,7 @@ fn workload(s: &Value) -> &Value {
 
 #[test]
 fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
+    let _g = common::heavy();
     let dir = scratch("shard");
     let (up_child, ep) = up(&dir, &["--backends", "redis"], &[]);
     let mut servers = Servers(up_child);
@@ -201,6 +202,7 @@ fn three_shards_add_up_and_a_collision_across_shards_is_caught() {
 /// from the PL/pgSQL port on a real PostgreSQL.
 #[test]
 fn the_resource_server_judges_as_the_in_process_resource() {
+    let _g = common::heavy();
     use dlbench::resource_server::{ResourceUrl, ServerResource};
     use dlbench_core::{FencingToken, Resource, SectionRecord};
     use std::time::Instant;

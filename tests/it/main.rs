@@ -1,0 +1,38 @@
+//! dlbench's integration tests: one binary, one module per subject (as rust-analyzer and
+//! cargo keep theirs). One binary links the crate once instead of once per file, and its
+//! tests share what they can: the local target of `support` is started once for every test
+//! that only needs *a* set of servers.
+//!
+//! `cargo test --release --workspace` runs them; `cargo test --release --test it MODULE::`
+//! runs one module (e.g. `real_servers::`); `python3 scripts/test-times.py` shows where the
+//! time goes.
+//!
+//! Tests run on libtest's threads (the machine's cores, or RUST_TEST_THREADS). Tests that
+//! start servers of their own and load them hold `common::heavy()` for their whole run, so
+//! two such runs never share the cores (their timing assertions are about order, but a
+//! starved server still misses a heartbeat); tests on `support`'s servers and light tests
+//! fill the gaps beside them.
+
+mod common;
+mod support;
+
+mod calibrate;
+mod check_memory;
+mod checker;
+mod cli;
+mod compose;
+mod connections;
+mod driver;
+mod expiry;
+mod external;
+mod faults;
+mod lifecycle;
+mod mutation;
+mod peers;
+mod readme;
+mod real_servers;
+mod report;
+mod shard;
+mod soak;
+mod tls;
+mod users;
