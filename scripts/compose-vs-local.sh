@@ -4,7 +4,7 @@
 # default 2), then a table backend x workload: the mean acquisitions per second of each side,
 # compose / local as the mean of the per-pair ratios, and the spread of those ratios.
 #
-#   sh scripts/compose-vs-local.sh            # after `docker compose build` (README: Docker)
+#   sh scripts/compose-vs-local.sh            # after `docker compose build` (docs/docker.md)
 #   REPEATS=3 SEED=7 sh scripts/compose-vs-local.sh -- --backends redis,etcd
 #
 # Extra dlbench arguments after `--` go to both sides. The compose project is

@@ -2,7 +2,7 @@
 # Three dlbench shards as a Docker Swarm service on a one-node swarm, against the compose
 # servers, their sections on the compose `resource` Redis; then `dlbench merge`.
 #
-#   sh scripts/swarm-shards.sh [SHARDS]        (default 3; needs the images: README, Docker)
+#   sh scripts/swarm-shards.sh [SHARDS]        (default 3; needs the images: docs/docker.md)
 #
 # Joins nothing and leaves nothing: a swarm it had to create (listening on 127.0.0.1 only)
 # is left again, the stack is removed, and the compose services it started are stopped.

@@ -391,7 +391,7 @@ fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         resource: "local".into(),
     };
     let (mut plan, notices) = build_run_plan(run)?;
-    plan.soak = Some(crate::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
+    plan.soak = Some(crate::summary::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
     checked(plan, notices)
 }
 
@@ -548,7 +548,7 @@ struct RunArgs {
     /// compose file's bench service sets DLBENCH_TARGET=compose.
     #[arg(long, env = "DLBENCH_TARGET", default_value = "local", value_parser = ["local", "compose", "external"], help_heading = "Target")]
     target: String,
-    /// The endpoints file of an external target (see README: external target).
+    /// The endpoints file of an external target (see docs/external.md).
     #[arg(long, help_heading = "Target")]
     endpoints: Option<PathBuf>,
     /// The compose project holding the services.
@@ -599,7 +599,7 @@ struct UpArgs {
     #[arg(long)]
     endpoints: Option<PathBuf>,
     /// Where the servers' logs go (DIR/up-<id>/servers/; their data is in a runtime
-    /// directory linked from there, see README).
+    /// directory linked from there, see docs/server-data.md).
     #[arg(long, default_value = "results")]
     out: PathBuf,
     /// Start the target as fault runs do: links through proxies, Redlock under the clock
@@ -714,9 +714,9 @@ fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>)> {
             notices.push(format!(
                 "dlbench: workload {} holds 0ms; under --nemesis it holds {} so that a second holder would be seen (--hold to choose)",
                 w.name,
-                crate::util::fmt_duration(crate::run::FAULT_HOLD)
+                crate::util::fmt_duration(crate::phase::FAULT_HOLD)
             ));
-            w.hold = Dist::Fixed(crate::run::FAULT_HOLD);
+            w.hold = Dist::Fixed(crate::phase::FAULT_HOLD);
         }
     }
     let target = match a.target.as_str() {
@@ -881,7 +881,7 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
         }
         anyhow::bail!("{} is a directory, not a history file (dlbench run writes RUN_DIR/history.jsonl)", a.history.display());
     }
-    let verdicts = crate::run::check_history(&a.history)?;
+    let verdicts = crate::checker::check_file(&a.history)?;
     if verdicts.is_empty() {
         anyhow::bail!("{} holds no operations", a.history.display());
     }
@@ -907,7 +907,7 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
     } else {
         println!("verdict: {worst}");
     }
-    Ok(crate::run::exit_code(worst))
+    Ok(crate::judgement::exit_code(worst))
 }
 
 /// A flag's value in one workload, as the flag takes it (None: the workload leaves it unset).
@@ -951,7 +951,7 @@ fn workload_default(flag: &str) -> String {
         s.push_str(" (closed loop)");
     }
     if flag == "hold" {
-        s.push_str(&format!("; under --nemesis a 0ms hold becomes {}", crate::util::fmt_duration(crate::run::FAULT_HOLD)));
+        s.push_str(&format!("; under --nemesis a 0ms hold becomes {}", crate::util::fmt_duration(crate::phase::FAULT_HOLD)));
     }
     format!("[default: {s}]")
 }

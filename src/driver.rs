@@ -20,13 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dlbench_core::{AcquireOptions, Backend, DistLock, LockError, Resource, ResourceStats};
+use dlbench_core::{AcquireOptions, Backend, DistLock, LockError, Resource};
 use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
-use crate::history::{HistoryWriter, Meta, Op, Record};
+use crate::history::{HistoryWriter, Meta, Op, Record, CANCELLED};
+use crate::phase::PhaseResult;
+use crate::phase::quiet_tail;
 use crate::nemesis::NemesisEvent;
-use crate::stats::{new_histogram, HlogWriter, Recorder, TimePoint, Totals};
+use crate::stats::{new_histogram, HlogWriter, Recorder, TimePoint};
 use crate::workload::{KeyPicker, Workload};
 
 /// How many clients' first keys the result keeps, and how many keys each.
@@ -81,92 +83,6 @@ pub struct ShardSlice {
     pub count: u32,
     pub first_client: usize,
     pub total_clients: usize,
-}
-
-/// What one phase measured.
-#[derive(Clone)]
-pub struct PhaseResult {
-    pub workload: Workload,
-    /// Which phase this is ([`crate::history::phase_id`]): what its history segment's checks
-    /// are paired by. Empty for a phase without a segment of its own.
-    pub phase: String,
-    pub totals: Totals,
-    /// Wall time of the measured window (after warm-up), shortened if cancelled.
-    pub measured: Duration,
-    pub resource: ResourceStats,
-    pub cancelled: bool,
-    /// Clients retired after an operation with an unknown outcome.
-    pub retired: u64,
-    pub timeseries: Vec<TimePoint>,
-    /// Measured-window acquisitions per client.
-    pub per_client: Vec<u64>,
-    /// Grants out of arrival order, for backends that promise FIFO.
-    pub fifo_violations: Option<u64>,
-    /// How late the driver's own timers fired (10 ms probe): the driver as a bottleneck.
-    pub driver_lag: Histogram<u64>,
-    /// Open loop: how late a free client started a due operation.
-    pub schedule_lag: Option<Histogram<u64>>,
-    /// Open loop: operations that came due in the measured window.
-    pub scheduled: Option<u64>,
-    /// The first keys (indices) each of the first few clients chose.
-    pub first_keys: Vec<Vec<u32>>,
-    /// Faults applied during the phase.
-    pub nemesis: Vec<NemesisEvent>,
-    /// Acquires still in flight when the phase's time was up (they finish, and are counted,
-    /// during the drain).
-    pub in_flight_at_end: u64,
-    /// Open loop: operations due that no client had started when the phase's time was up.
-    pub backlog_at_end: Option<u64>,
-    /// The cost counters at the measured window's start and end, when a probe was given
-    /// and the window was reached.
-    pub cost: Option<(crate::cost::Snapshot, crate::cost::Snapshot)>,
-    /// dlbench's resident memory at its highest during the phase, MiB (sampled each second).
-    pub peak_rss_mb: Option<f64>,
-    /// Wall clock of the phase's start and of its history's time zero (the resource's
-    /// epoch), so shards' results can be laid on one time line.
-    pub started_wall: std::time::SystemTime,
-    pub history_epoch_wall: std::time::SystemTime,
-    /// This host's clock against the resource server's, when the resource is one.
-    pub resource_clock: Option<crate::resource_server::ClockOffset>,
-}
-
-impl PhaseResult {
-    /// The result of a scripted phase (a scenario's choreography rather than a load loop).
-    pub fn scripted(workload: Workload, totals: Totals, measured: Duration, resource: ResourceStats, nemesis: Vec<NemesisEvent>) -> Self {
-        PhaseResult {
-            workload,
-            phase: String::new(),
-            totals,
-            measured,
-            resource,
-            cancelled: false,
-            retired: 0,
-            timeseries: Vec::new(),
-            per_client: Vec::new(),
-            fifo_violations: None,
-            driver_lag: new_histogram(),
-            schedule_lag: None,
-            scheduled: None,
-            first_keys: Vec::new(),
-            nemesis,
-            in_flight_at_end: 0,
-            backlog_at_end: None,
-            cost: None,
-            peak_rss_mb: None,
-            resource_clock: None,
-            started_wall: std::time::SystemTime::now(),
-            history_epoch_wall: std::time::SystemTime::now(),
-        }
-    }
-
-    pub fn ops_per_sec(&self) -> f64 {
-        let s = self.measured.as_secs_f64();
-        if s > 0.0 {
-            self.totals.acquired as f64 / s
-        } else {
-            0.0
-        }
-    }
 }
 
 /// Per-key arrival order, to count grants that jump the queue.
@@ -268,9 +184,6 @@ impl Shared {
     }
 }
 
-/// What an acquire cut short by an interrupt or by the drain bound says in the history.
-pub const CANCELLED: &str = "cancelled: the run was interrupted or the phase's drain bound passed";
-
 /// How long a retired client may take to close its session before it is abandoned.
 const RETIRE_CLOSE: Duration = Duration::from_secs(2);
 
@@ -296,6 +209,11 @@ pub async fn run_phase(
     let fifo = caps.fifo.then(|| FifoTracker::new(w.keys));
     let keys: Vec<String> = (0..w.keys).map(|i| w.key_name(run_id, i)).collect();
     let phase = crate::history::phase_id(out.history.as_ref().map_or(backend.name(), |(_, name)| name.as_str()), &keys[0]);
+    // Asked before the phase, so the checkers judge unknown outcomes by the servers' TTL.
+    let granted_ttl = match &out.history {
+        Some(_) => backend.granted_ttl(w.ttl).await.ok(),
+        None => None,
+    };
     if let Some((h, _)) = &out.history {
         h.sync().await;
     }
@@ -308,6 +226,7 @@ pub async fn run_phase(
             fencing_tokens: caps.fencing,
             started_at: crate::results::now_rfc3339(),
             split_votes: caps.consistency == dlbench_core::Consistency::Ap,
+            granted_ttl,
         }));
         h.clone()
     });
@@ -376,7 +295,7 @@ pub async fn run_phase(
     // before the phase ends (a run always ends healed, and shows whether it recovered).
     let faults_stop = cancel.child_token();
     let faults = out.faults.map(|f| {
-        let tail = out.quiet_tail.unwrap_or_else(|| crate::run::quiet_tail(w.duration)).min(w.duration / 2);
+        let tail = out.quiet_tail.unwrap_or_else(|| quiet_tail(w.duration)).min(w.duration / 2);
         let fs = faults_stop.clone();
         let epoch = shared.resource.epoch();
         let from = started + w.warmup;

@@ -17,6 +17,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The error an acquire ends with when the run was interrupted or the phase's drain bound
+/// passed: recorded as `info` (its outcome is unknown), and recognised by the checkers as
+/// cut short by dlbench, not failed by the lock.
+pub const CANCELLED: &str = "cancelled: the run was interrupted or the phase's drain bound passed";
+
 /// What a segment is about.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
@@ -34,9 +39,25 @@ pub struct Meta {
     /// or an acquire whose outcome is unknown, can refuse another client.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub split_votes: bool,
+    /// What the servers grant for `ttl_ms` (asked of them when the segment opened): etcd rounds
+    /// up to seconds and has a minimum, ZooKeeper negotiates its session timeout, advisory and
+    /// `GET_LOCK` locks have none. Absent in histories that predate it or when the servers did
+    /// not answer; `ttl_ms` stands in then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_ttl: Option<dlbench_core::GrantedTtl>,
 }
 
 impl Meta {
+    /// How long past its end an acquire of unknown outcome may hold the lock, in nanoseconds:
+    /// the granted TTL, else the requested one; `None` when the lock has no TTL at all (it
+    /// lives while its connection does, so no window bounds it).
+    pub fn window_ns(&self) -> Option<u64> {
+        match self.granted_ttl {
+            Some(g) => g.ms().map(|ms| ms * 1_000_000),
+            None => Some(self.ttl_ms * 1_000_000),
+        }
+    }
+
     /// The phase this segment belongs to: its backend and its first key (a phase's keys are
     /// named after its run, workload, sweep point and repeat, so no two phases share one).
     /// Checks are paired with phases by it, never by position.
@@ -390,6 +411,7 @@ mod tests {
             fencing_tokens: true,
             started_at: "now".into(),
             split_votes: false,
+            granted_ttl: Some(dlbench_core::GrantedTtl::Session { ms: 10_000 }),
         };
         w.record(&Record::Meta(meta.clone()));
         w.record(&Record::Invoke { p: 1, f: Op::Acquire, key: 0, ns: 10 });

@@ -21,6 +21,7 @@
 //!   a target running for other clients.
 
 pub mod calibrate;
+pub mod catalogue;
 pub mod checker;
 pub mod cli;
 pub mod cluster;
@@ -34,6 +35,7 @@ pub mod history;
 pub mod kind;
 pub mod lockcmd;
 pub mod nemesis;
+pub mod phase;
 pub mod progress;
 pub mod report;
 pub mod resource_server;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-pub use crate::summary::resources::{ResourceSummary, Trend};
+use crate::summary::resources::{ResourceSummary, Trend};
 
 /// One sample.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]

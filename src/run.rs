@@ -9,9 +9,10 @@ use std::time::Duration;
 use dlbench_core::Backend;
 use tokio_util::sync::CancellationToken;
 
-use crate::checker::{self, SegmentVerdict, Validity};
+use crate::checker::{self, Validity};
 use crate::connect::{self, Timeouts};
-use crate::driver::{self, FaultRunner, PhaseOutputs, PhaseResult};
+use crate::driver::{self, FaultRunner, PhaseOutputs};
+use crate::phase::PhaseResult;
 use crate::history::HistoryWriter;
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, FaultSpec, Faults, Nemesis};
@@ -24,9 +25,6 @@ use crate::cluster::external::ExternalTarget;
 use crate::cluster::local::{bins, LocalTarget, TargetOptions};
 use crate::judgement::FencingMode;
 use crate::workload::Workload;
-
-/// The hold a faulted phase uses when its workload holds 0 and no `--hold` was given.
-pub const FAULT_HOLD: Duration = Duration::from_millis(25);
 
 /// Whether a run keeps its history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -61,7 +59,7 @@ pub struct RunPlan {
     /// `dlbench soak`: judge the run against this goal; the soak's verdict is the exit status,
     /// and faults no backend of the target supports are dropped from the schedule instead of
     /// refused.
-    pub soak: Option<crate::soak::SoakGoal>,
+    pub soak: Option<crate::summary::soak::SoakGoal>,
     /// `--repeat N`: every phase N times, interleaved across backends.
     pub repeat: u32,
     /// `--shard I/N`: this process runs one shard of the plan (see `shard`).
@@ -198,11 +196,7 @@ async fn reachable(e: &Endpoints, kinds: &[BackendKind], within: Duration) -> an
     Ok(())
 }
 
-/// The part of a phase at its end with no fault, so the service can show its recovery: a
-/// quarter of the phase, at least 2 s, at most half (the driver's rule).
-pub fn quiet_tail(duration: Duration) -> Duration {
-    (duration / 4).max(Duration::from_secs(2)).min(duration / 2)
-}
+use crate::phase::quiet_tail;
 
 /// How many faults a phase of `duration` holds whole: the nemesis waits half an interval,
 /// holds a fault half an interval, and so on, until the quiet tail.
@@ -576,13 +570,13 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     let verdicts = match &history {
         Some(h) => {
             h.close()?;
-            let v = check_history(&history_path)?;
+            let v = checker::check_file(&history_path)?;
             dir.write_json("checks.json", &v)?;
             v
         }
         None => Vec::new(),
     };
-    attach(&mut summary, &verdicts, plan.fencing);
+    summary.attach_checks(&verdicts, plan.fencing);
     summary.finish(!cancel.is_cancelled());
     if let Some(goal) = plan.soak {
         summary.soak = Some(crate::soak::judge_summary(&summary, summary.resources.as_ref(), goal));
@@ -600,10 +594,8 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     }
     if summary.faults_applied() {
         println!("{}", crate::report::text::ap_cp_table(&summary));
-    } else if !plan.nemesis.is_empty() {
-        println!("No fault was applied (every one was skipped): no AP / CP class can be observed.\n");
     } else {
-        println!("No fault applied, no AP / CP verdict.\n");
+        println!("{}\n", crate::judgement::no_class(!plan.nemesis.is_empty()));
     }
     if let Some(r) = &summary.resources {
         println!("{}", crate::resources::line(r));
@@ -621,22 +613,14 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     if worst != Validity::Valid {
         let what = if worst == Validity::Invalid { "invalid" } else { "unknown" };
         if plan.fail_on_violation {
-            eprintln!("dlbench: verdict {what} (see the table and checks.json); exit {}", exit_code(worst));
-            return Ok(exit_code(worst));
+            eprintln!("dlbench: verdict {what} (see the table and checks.json); exit {}", crate::judgement::exit_code(worst));
+            return Ok(crate::judgement::exit_code(worst));
         }
         eprintln!("dlbench: verdict {what}; exit 0 because of --no-fail-on-violation");
     }
     Ok(0)
 }
 
-/// Jepsen's convention, as `dlbench check` uses it: 0 valid, 1 invalid, 3 unknown.
-pub fn exit_code(v: Validity) -> i32 {
-    match v {
-        Validity::Valid => 0,
-        Validity::Invalid => 1,
-        Validity::Unknown => 3,
-    }
-}
 
 fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
     let ws = summary::WorkloadSummary::from_phase(p);
@@ -658,21 +642,6 @@ fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
     }
 }
 
-/// Check every segment of a history file.
-pub fn check_history(path: &std::path::Path) -> anyhow::Result<Vec<SegmentVerdict>> {
-    checker::check_file(path)
-}
-
-/// Hand each backend its segments' verdicts, in phase order, and derive its verdicts.
-pub fn attach(summary: &mut Summary, verdicts: &[SegmentVerdict], mode: FencingMode) {
-    for b in &mut summary.backends {
-        if b.failure.is_some() {
-            continue;
-        }
-        let mine: Vec<SegmentVerdict> = verdicts.iter().filter(|v| v.backend == b.name).cloned().collect();
-        b.attach_checks(&mine, mode);
-    }
-}
 
 pub fn names(v: &[BackendKind]) -> String {
     v.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")

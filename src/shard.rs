@@ -34,7 +34,9 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{PhaseResult, ShardSlice};
+use crate::driver::ShardSlice;
+use crate::summary::ShardRow;
+use crate::phase::PhaseResult;
 use crate::stats::{new_histogram, TimePoint, Totals};
 use crate::workload::Workload;
 
@@ -257,25 +259,6 @@ impl ShardPhase {
     fn window_start(&self) -> u64 {
         self.started_unix_ns + (self.warmup_s * 1e9) as u64
     }
-}
-
-/// One shard as the merged result shows it, so a slow or late load host is seen rather
-/// than averaged away.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ShardRow {
-    /// `I/N`.
-    pub shard: String,
-    pub run_id: String,
-    pub clients: usize,
-    pub ops_per_sec: f64,
-    pub acquired: u64,
-    /// The driver's own timer lateness, p99 (ms): the load host as a bottleneck.
-    pub driver_lag_p99_ms: f64,
-    /// Its measured window started this long after the earliest shard's (ms).
-    pub start_offset_ms: f64,
-    /// Its clock against the resource server's (server minus shard, ms), when the shards used
-    /// one (`--resource`); none otherwise.
-    pub clock_offset_ms: Option<f64>,
 }
 
 /// A run directory, or a results root whose `latest` is one.
@@ -513,7 +496,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
     dir.write_json("summary.json", &summary)?;
     let history = dir.path.join("history.jsonl");
     if merge_histories(&shards, &history)? {
-        let v = crate::run::check_history(&history)?;
+        let v = crate::checker::check_file(&history)?;
         dir.write_json("checks.json", &v)?;
         // The shards' resources each saw only their own holders; holders of two shards that
         // overlapped are seen by the checker over the merged history: the table counts those.
@@ -526,7 +509,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
                 b.overlaps = b.workloads.iter().map(|w| w.overlaps).sum();
             }
         }
-        crate::run::attach(&mut summary, &v, shard_summary.fencing);
+        summary.attach_checks(&v, shard_summary.fencing);
     } else {
         eprintln!("dlbench: merge: a shard kept no history; no checker ran on the whole");
     }
@@ -541,7 +524,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
     println!("{}", crate::report::text::shard_markdown(&summary));
     println!("results: {}", dir.path.join("summary.json").display());
     let worst = summary.worst();
-    Ok(if fail_on_violation { crate::run::exit_code(worst) } else { 0 })
+    Ok(if fail_on_violation { crate::judgement::exit_code(worst) } else { 0 })
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 //! property, not the harness's.
 
 use crate::nemesis::NemesisEvent;
-use crate::resources::ResourceSummary;
+use crate::summary::resources::ResourceSummary;
 use crate::summary::Summary;
-pub use crate::summary::soak::{SoakGoal, SoakOutcome};
+use crate::summary::soak::{SoakGoal, SoakOutcome};
 
 /// Judge a finished run as a soak.
 pub fn judge_summary(summary: &Summary, r: Option<&ResourceSummary>, goal: SoakGoal) -> SoakOutcome {
@@ -83,7 +83,8 @@ pub fn line(o: &SoakOutcome, r: Option<&ResourceSummary>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::{trend, ResourceSummary};
+    use crate::resources::trend;
+    use crate::summary::resources::ResourceSummary;
 
     fn resources(rss: &[(f64, f64)], fds: &[(f64, f64)]) -> ResourceSummary {
         ResourceSummary {

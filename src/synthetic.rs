@@ -65,6 +65,7 @@ pub fn write(spec: &Spec, path: &Path) -> std::io::Result<Written> {
             fencing_tokens: true,
             started_at: "2026-01-01T00:00:00Z".into(),
             split_votes: false,
+            granted_ttl: None,
         }),
     )?;
     let keys = spec.keys.max(1);

@@ -1,6 +1,6 @@
 //! `DLBENCH_TIME_SCALE`: shorten a run's time lengths by a factor, after the plan has been
-//! validated as written. tests/it/readme.rs sets it to run every command the README shows
-//! quickly: a documented example that would be refused as written is refused here too
+//! validated as written. tests/it/readme.rs sets it to run every command the README and docs/
+//! show quickly: a documented example that would be refused as written is refused here too
 //! (validation sees the lengths you typed), and one that runs, runs shorter.
 //!
 //! Scaled: each phase's duration and warm-up, the nemesis interval, calibrate's --seconds.

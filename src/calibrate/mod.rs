@@ -31,7 +31,7 @@ use crate::connect::{self, Timeouts};
 use crate::kind::BackendKind;
 use crate::results::RunDir;
 use crate::summary::Summary;
-pub use crate::summary::calibration::{BoundTerm, Calibration, Efficiency, Handoffs, PrimitiveCost, SideBySide};
+use crate::summary::calibration::{BoundTerm, Calibration, Efficiency, Handoffs, PrimitiveCost, SideBySide};
 use crate::cluster::local::{bins, LocalTarget};
 use crate::judgement::FencingMode;
 

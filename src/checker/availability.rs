@@ -17,7 +17,7 @@
 //!
 //! The grants arrive in time order; the faults (a few a minute) are known before the sweep.
 
-use super::stream::{Context, Item, Stamped};
+use super::item::{Context, Item, Stamped};
 use super::{CheckResult, Validity};
 use crate::history::Op;
 

@@ -28,7 +28,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::stream::{Context, Item, Latest2, Stamped};
+use super::item::{Context, Item, Latest2, Stamped};
 use super::{CheckResult, Evidence, OpRecord, OpRef, Outcome, Validity, MAX_EVIDENCE};
 use crate::history::Op;
 

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use super::lost_update::Replay;
-use super::stream::{Context, Item, Stamped};
+use super::item::{Context, Item, Stamped};
 use super::{CheckResult, Evidence, OpRef, Outcome, Validity, MAX_EVIDENCE};
 
 pub struct Fencing {

@@ -11,7 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::stream::{Context, Item, SectionItem, Stamped};
+use super::item::{Context, Item, SectionItem, Stamped};
 use super::{CheckResult, Evidence, OpRef, Outcome, Validity, MAX_EVIDENCE};
 
 /// A section whose read or write is still to be replayed.

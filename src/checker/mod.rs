@@ -19,6 +19,7 @@
 pub mod availability;
 pub mod contention;
 pub mod fencing;
+pub mod item;
 pub mod lost_update;
 pub mod mutex;
 mod ops;

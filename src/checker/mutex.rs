@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use super::stream::{Context, Item, Latest2, Stamped};
+use super::item::{Context, Item, Latest2, Stamped};
 use super::{CheckResult, Evidence, OpRecord, OpRef, Outcome, Validity, MAX_EVIDENCE};
 
 #[derive(Debug, Clone)]

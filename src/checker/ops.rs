@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::OpRef;
-use crate::history::{Op, Record, Segment};
+use crate::history::{Meta, Op, Record, Segment};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -91,7 +91,7 @@ pub struct History {
 impl History {
     pub fn from_segment(seg: &Segment) -> History {
         let mut h = History {
-            ttl_ns: seg.meta.as_ref().map(|m| m.ttl_ms * 1_000_000),
+            ttl_ns: seg.meta.as_ref().and_then(Meta::window_ns),
             fencing_tokens: seg.meta.as_ref().map(|m| m.fencing_tokens),
             ..Default::default()
         };

@@ -148,7 +148,7 @@ impl ComposeTarget {
             .map_err(anyhow::Error::msg)?;
         let names: Vec<&str> = names.lines().filter(|l| !l.trim().is_empty()).collect();
         if names.is_empty() {
-            anyhow::bail!("no containers of compose project {project:?}: start them with `docker compose up -d` (or docker-compose up -d) in the repository (README: Docker)");
+            anyhow::bail!("no containers of compose project {project:?}: start them with `docker compose up -d` (or docker-compose up -d) in the repository (docs/docker.md)");
         }
         let mut args = vec!["inspect"];
         args.extend(names.iter().copied());

@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use crate::endpoints::Endpoints;
 use crate::kind::BackendKind;
-use crate::cluster::local::{etcd, mariadb, postgres, redis, zookeeper};
+use crate::cluster::local::etcd;
+use crate::cluster::local::mariadb;
+use crate::cluster::local::postgres;
+use crate::cluster::local::redis;
+use crate::cluster::local::zookeeper;
 
 /// Healthy when every endpoint of `kind` answers as a member of a working cluster.
 /// `password` is the cluster's, when it has auth on (etcd's root, Redis, PostgreSQL's

@@ -15,6 +15,7 @@ fn esc(s: &str) -> String {
 }
 
 use crate::stats::fmt_ms_cell as ms;
+use crate::judgement;
 
 /// (segment, checker, evidence) -> the history records of the operations involved.
 pub type Excerpts = HashMap<(usize, String, usize), Vec<String>>;
@@ -152,9 +153,14 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
 
     // The AP / CP table, per workload, only when faults were applied.
     if !s.faults_applied() {
-        h.push_str("<h2>AP / CP</h2><p id=\"no-ap-cp\">No fault applied, no AP / CP verdict. Each phase's safety verdict and checks are in the workload table below.</p>");
+        h.push_str(&format!(
+            "<h2>{}</h2><p id=\"no-ap-cp\">{} Each phase's safety verdict and checks are in the workload table below.</p>",
+            judgement::CLASS_HEADING,
+            judgement::no_class(s.faults_without_effect())
+        ));
     } else {
-    h.push_str("<h2>AP / CP (per workload)</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery</th>\
+    h.push_str(&format!("<h2>{} (per workload)</h2>", judgement::CLASS_HEADING));
+    h.push_str("<div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery</th>\
                 <th>overlaps</th><th>lost upd (no fence)</th><th>fencing</th><th>evidence</th><th>claims</th><th>observed</th>\
                 <th>checks</th><th>verdict</th></tr>");
     for b in &s.backends {
@@ -238,7 +244,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     if flags.is_empty() {
         h.push_str("<p id=\"anomalies\">No anomaly flagged: no second without an acquisition, no max over 10x the p99, no stall past the wait timeout, every rate settled.</p>");
     } else {
-        h.push_str("<h2 id=\"anomalies\">Anomalies</h2><p>Flags from each phase's per-second series (criteria in the README, <i>Steady state and anomalies</i>):</p><ul>");
+        h.push_str("<h2 id=\"anomalies\">Anomalies</h2><p>Flags from each phase's per-second series (criteria in docs/results-and-compare.md, <i>Steady state and anomalies</i>):</p><ul>");
         for f in &flags {
             let _ = write!(h, "<li class=\"unknown\">{}</li>", esc(f));
         }
@@ -375,7 +381,7 @@ fn checks_matrix(verdicts: &[SegmentVerdict]) -> String {
 }
 
 /// `dlbench calibrate`'s three tables.
-fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::SoakOutcome>) -> String {
+fn resources(r: &crate::summary::resources::ResourceSummary, soak: Option<&crate::summary::soak::SoakOutcome>) -> String {
     let mut h = String::from("<h2>Resources</h2>");
     if let Some(o) = soak {
         let _ = write!(
@@ -400,7 +406,7 @@ fn resources(r: &crate::resources::ResourceSummary, soak: Option<&crate::soak::S
         r.samples, r.seconds, r.warmup_s
     );
     h.push_str("<div class=\"scroll\"><table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after warm-up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
-    let row = |h: &mut String, name: &str, t: &crate::resources::Trend| {
+    let row = |h: &mut String, name: &str, t: &crate::summary::resources::Trend| {
         let _ = write!(
             h,
             "<tr><td class=\"l\">{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
@@ -515,7 +521,7 @@ fn shards(s: &crate::summary::Summary) -> String {
     cells_table("shards", "Shards", &SHARD_HEADER, &rows, &[0, 1], SHARD_NOTE)
 }
 
-fn calibration(c: &crate::calibrate::Calibration) -> String {
+fn calibration(c: &crate::summary::calibration::Calibration) -> String {
     let mut h = format!("<h2>Calibration</h2><p>{} connections, {:.0} s per measurement, one local target.</p>", c.connections, c.seconds);
     if !c.side_by_side.is_empty() {
         h.push_str("<h3>The harness beside reference tools</h3><div class=\"scroll\"><table><tr><th>backend</th><th>work</th><th>dlbench /s</th><th>reference</th><th>reference /s</th><th>ratio</th></tr>");

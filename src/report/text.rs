@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::summary::calibration::Calibration;
 use crate::summary::{BackendSummary, Summary};
 use crate::summary::scenario::Hit;
-use crate::judgement::Verdict;
+use crate::judgement::{self, Verdict};
 
 use crate::stats::fmt_ms_cell as ms;
 
@@ -201,11 +201,11 @@ pub fn markdown(s: &Summary) -> String {
         }
     }
     if s.faults_applied() {
-        out.push_str("\n## AP / CP (per workload)\n\n```\n");
+        out.push_str(&format!("\n## {} (per workload)\n\n```\n", judgement::CLASS_HEADING));
         out.push_str(&ap_cp_table(s));
         out.push_str("```\n");
     } else {
-        out.push_str("\nNo fault applied, no AP / CP verdict.\n");
+        out.push_str(&format!("\n{}\n", judgement::no_class(s.faults_without_effect())));
     }
     out.push_str(&format!("\n{}\n", resource_line(s)));
     if !s.versions.is_empty() {
@@ -751,7 +751,7 @@ pub fn hits_grid(hits: &[Hit]) -> (Vec<(String, String)>, Vec<(String, Vec<Vec<&
             entries.push((h.entry.clone(), h.title.clone()));
         }
     }
-    let order = |e: &str| crate::scenario::CATALOGUE.iter().position(|s| s.id == e).unwrap_or(usize::MAX);
+    let order = |e: &str| crate::catalogue::CATALOGUE.iter().position(|s| s.id == e).unwrap_or(usize::MAX);
     entries.sort_by_key(|(e, _)| order(e));
     let mut rows: Vec<(String, Vec<Vec<&Hit>>)> = Vec::new();
     for h in hits {
@@ -807,7 +807,7 @@ pub fn hits_terminal(hits: &[Hit]) -> String {
     let (entries, rows) = hits_grid(hits);
     for (col, (e, title)) in entries.iter().enumerate() {
         s.push_str(&format!("{e} {title}\n"));
-        if let Some(p) = crate::scenario::find(e).and_then(|x| x.published) {
+        if let Some(p) = crate::catalogue::find(e).and_then(|x| x.published) {
             s.push_str(&format!("  reported ({}): {}\n", p.source, p.finding));
         }
         for (backend, cells) in &rows {

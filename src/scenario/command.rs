@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{find, judge_entry, run_entry, table, target_options, Outcome, CATALOGUE};
+use super::{judge_entry, run_entry, table, target_options, Outcome};
+use crate::catalogue::{find, CATALOGUE};
 use crate::checker::SegmentVerdict;
 use crate::history::HistoryWriter;
 use crate::kind::{self, BackendKind};
 use crate::results::RunDir;
-use crate::run::{attach, check_history, names};
+use crate::run::names;
 use crate::summary::{BackendSummary, Summary};
 use crate::cluster::local::{bins, LocalTarget};
 use crate::judgement::{Availability, FencingMode};
@@ -144,21 +145,21 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     }
     drop(target);
     history.close()?;
-    let verdicts: Vec<SegmentVerdict> = check_history(&history_path)?;
+    let verdicts: Vec<SegmentVerdict> = crate::checker::check_file(&history_path)?;
     // Summaries per backend from every phase the entries ran, then the judgement.
     let mut backends: Vec<BackendSummary> = Vec::new();
     for kind in &kinds {
-        let phases: Vec<&crate::driver::PhaseResult> =
+        let phases: Vec<&crate::phase::PhaseResult> =
             done.iter().filter(|d| d.1 == *kind).flat_map(|d| d.3.phases.iter()).collect();
         if phases.is_empty() {
             continue;
         }
-        let owned: Vec<crate::driver::PhaseResult> = phases.into_iter().cloned().collect();
+        let owned: Vec<crate::phase::PhaseResult> = phases.into_iter().cloned().collect();
         let caps = done.iter().find(|d| d.1 == *kind).and_then(|d| serde_json::to_value(d.3.capabilities).ok());
         backends.push(BackendSummary::new(kind.name(), caps, &owned));
     }
     summary.backends = backends;
-    attach(&mut summary, &verdicts, FencingMode::Both);
+    summary.attach_checks(&verdicts, FencingMode::Both);
     for (id, kind, tokens, r, healed) in &done {
         let avail: Vec<Option<Availability>> = r
             .phases
@@ -189,7 +190,20 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     let contradictions = summary.scenarios.iter().filter(|o| !o.ok).count();
     let unmeasured = summary.hits.iter().filter(|h| !h.ok).count();
     if contradictions > 0 {
-        eprintln!("dlbench: {contradictions} observation(s) contradict the catalogue's expectation");
+        eprintln!("dlbench: {contradictions} observation(s) contradict the catalogue's expectation:");
+        // Named one per line, so a long log cut in the middle still says which.
+        for o in summary.scenarios.iter().filter(|o| !o.ok) {
+            let case = if o.case.is_empty() { String::new() } else { format!(" ({})", o.case) };
+            eprintln!(
+                "  {} {}{case} fencing {}: expected {}, observed {}{}",
+                o.scenario,
+                o.backend,
+                o.fencing,
+                o.expected,
+                o.observed,
+                if o.notes.is_empty() { String::new() } else { format!("; {}", o.notes.join("; ")) }
+            );
+        }
     }
     if unmeasured > 0 {
         eprintln!("dlbench: {unmeasured} measurement(s) without evidence or against their expectation (the table's NO rows)");

@@ -18,17 +18,20 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::{self, Timeouts};
-use crate::driver::{self, PhaseOutputs, PhaseResult};
+use crate::driver::{self, PhaseOutputs};
+use crate::phase::PhaseResult;
 use crate::history::HistoryWriter;
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultSpec, Nemesis};
 use crate::stats::Totals;
 use crate::cluster::local::{LocalTarget, TargetOptions};
-use crate::judgement::{Availability, WEAK_EXPOSURE};
+use crate::judgement::Availability;
 use crate::workload::Workload;
 use scripts::{Ctx, Forget, Observed, Stall};
 
-pub use crate::summary::scenario::{Expect, Outcome};
+use crate::judgement::{self, Expect};
+use crate::summary::scenario::Outcome;
+use crate::catalogue::{find, is_measurement};
 
 /// How long after a fault heals a service is expected to grant the lock again: the figure a
 /// recovery time is reported against, and what the quiet tail of a nemesis entry is sized
@@ -36,195 +39,6 @@ pub use crate::summary::scenario::{Expect, Outcome};
 /// (two leader kills in ten seconds, a 3 s session lost during the election, a loaded CI
 /// host) ZooKeeper's measured 4-12 s; what the verdict asks is that the service came back.
 pub const RECOVERY_BOUND: Duration = Duration::from_secs(10);
-
-/// A published finding an entry reproduces: where, and what it found.
-#[derive(Debug, Clone, Copy)]
-pub struct Published {
-    pub source: &'static str,
-    pub finding: &'static str,
-}
-
-/// One catalogue entry.
-pub struct Scenario {
-    pub id: &'static str,
-    pub title: &'static str,
-    pub applies: fn(BackendKind) -> bool,
-    /// Where it applies and why, said for each backend it does not apply to.
-    pub scope: &'static str,
-    pub published: Option<Published>,
-}
-
-fn any(k: BackendKind) -> bool {
-    k != BackendKind::Memory
-}
-fn sessions(k: BackendKind) -> bool {
-    matches!(k, BackendKind::Etcd | BackendKind::Zookeeper)
-}
-const SESSIONS: &str = "etcd and ZooKeeper only: a session kept alive by heartbeats that the servers expire while its client is cut off (a PostgreSQL session lives as long as its connection, which a cut that holds bytes keeps open)";
-const QUORUM: &str = "etcd and ZooKeeper only: a quorum with a leader and followers";
-const ANY: &str = "every backend with servers";
-
-const KLEPPMANN: &str = "Kleppmann, How to do distributed locking (2016)";
-const JEPSEN_ETCD: &str = "Jepsen, etcd 3.4.3 (2020)";
-
-pub const CATALOGUE: &[Scenario] = &[
-    Scenario {
-        id: "S1",
-        title: "holder pauses longer than its TTL or session",
-        applies: any,
-        scope: ANY,
-        published: Some(Published {
-            source: KLEPPMANN,
-            finding: "a pause longer than the lease lets a second client in: the update is lost without fencing; a token checked by the storage refuses the stale write; Redlock has no token",
-        }),
-    },
-    Scenario {
-        id: "S2",
-        title: "holder's write is delayed past its release",
-        applies: any,
-        scope: ANY,
-        published: Some(Published { source: KLEPPMANN, finding: "a write delayed in the network lands after the next holder's: lost without fencing, refused with it" }),
-    },
-    Scenario {
-        id: "S3",
-        title: "one Redlock node's clock jumps forward",
-        applies: |k| k == BackendKind::Redlock,
-        scope: "Redlock only: the clock of one of its independent nodes",
-        published: Some(Published { source: KLEPPMANN, finding: "Redlock depends on clocks: a node whose clock jumps expires the key early and two clients hold the lock; no token to fence with" }),
-    },
-    Scenario {
-        id: "S4",
-        title: "a Redlock node restarts empty (at once, and after a TTL)",
-        applies: |k| k == BackendKind::Redlock,
-        scope: "Redlock only: one of its independent nodes restarting empty",
-        published: Some(Published {
-            source: "Redis docs, Distributed Locks with Redis (Redlock), safety and persistence",
-            finding: "a node restarting empty within the TTL can vote again and grant twice; delaying the restart past the TTL prevents it",
-        }),
-    },
-    Scenario {
-        id: "S5",
-        title: "Redis primary fails over before replicating",
-        applies: |k| k.server() == BackendKind::Redis,
-        scope: "the single-primary Redis designs (redis, redisson) only: an asynchronous replica promoted",
-        published: Some(Published {
-            source: "Redis docs, replication (asynchronous) and the Redlock page",
-            finding: "a primary that fails before replicating the SET lets the promoted replica grant the same lock again",
-        }),
-    },
-    Scenario {
-        id: "S6",
-        title: "holder partitioned from the quorum",
-        applies: sessions,
-        scope: SESSIONS,
-        published: Some(Published { source: JEPSEN_ETCD, finding: "a holder cut off from the quorum loses its lease and keeps writing: lost updates; the revision as a fencing token refuses them" }),
-    },
-    Scenario {
-        id: "S7",
-        title: "session expires while waiting in the queue",
-        applies: sessions,
-        scope: SESSIONS,
-        published: Some(Published { source: "etcd issue #11456 (fixed by #11408)", finding: "a waiter whose session expired in the queue was told it holds the lock; it must get an error" }),
-    },
-    Scenario { id: "S8", title: "leader killed", applies: sessions, scope: QUORUM, published: None },
-    Scenario { id: "S9", title: "a follower paused", applies: sessions, scope: QUORUM, published: None },
-    Scenario {
-        id: "S10",
-        title: "the database server killed and restarted",
-        applies: |k| k.family() == "database",
-        scope: "the database designs (PostgreSQL and MariaDB) only",
-        published: None,
-    },
-    Scenario {
-        id: "J1",
-        title: "etcd lock with a 2 s lease, holder paused and partitioned (Jepsen's setup)",
-        applies: |k| k == BackendKind::Etcd,
-        scope: "etcd only: Jepsen's etcd setup",
-        published: Some(Published {
-            source: JEPSEN_ETCD,
-            finding: "etcd locks are not mutually exclusive under process pauses and partitions: lost updates with a 2 s lease; fencing by the key's revision refuses them",
-        }),
-    },
-    Scenario {
-        id: "U1",
-        title: "the holder learns late that its lock is gone",
-        applies: any,
-        scope: ANY,
-        published: Some(Published {
-            source: "etcd #6127, Curator #985 and #727, kazoo #565, Redisson #4698",
-            finding: "lock holders are told late or never that the server let their lock go: etcd's Mutex has no notice, Curator and kazoo leave it to a connection listener, Redisson only logs a failed watchdog renewal",
-        }),
-    },
-    Scenario {
-        id: "U2",
-        title: "a holder that keeps its lock alive itself, starved of CPU or paused",
-        applies: any,
-        scope: ANY,
-        published: Some(Published {
-            source: "Redisson #2665 and #5698; etcd #13156; ZooKeeper sessions lost to GC pauses (dCache #5253)",
-            finding: "a watchdog or keep-alive starved of CPU or stopped by a pause misses its renewals: the lock expires while its holder still works under it",
-        }),
-    },
-    Scenario {
-        id: "U3",
-        title: "1,000 locks kept alive at once",
-        applies: any,
-        scope: ANY,
-        published: Some(Published {
-            source: "etcd #11886 and #9911",
-            finding: "with tens of thousands of leases (40,000-60,000 in #11886) keep-alives stop renewing and leases expire under their holders; 14,000 clients' keep-alives backlog the leader (#9911)",
-        }),
-    },
-    Scenario {
-        id: "U4",
-        title: "Redlock nodes restart one after another within a TTL",
-        applies: |k| k == BackendKind::Redlock,
-        scope: "Redlock only: its five independent nodes restarting",
-        published: Some(Published {
-            source: "Redis docs, Distributed Locks with Redis: performance, crash recovery and fsync; Kleppmann (2016)",
-            finding: "nodes that restart without the key let a second client gather a majority while the first still holds the lock; fsync=always or keeping a crashed node down longer than the TTL prevents it",
-        }),
-    },
-    Scenario {
-        id: "U5",
-        title: "a slow client's grant arrives with no validity left",
-        applies: any,
-        scope: ANY,
-        published: Some(Published {
-            source: "etcd #9921 and #11456",
-            finding: "a waiter was answered 'locked' after its lease had already expired: the grant must be checked against the lease before it is used",
-        }),
-    },
-    Scenario {
-        id: "U6",
-        title: "advisory locks behind PgBouncer's transaction pooling",
-        applies: |k| matches!(k, BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact),
-        scope: "the PostgreSQL advisory-lock designs only (pg-advisory: the session lock under transaction and session pooling; pg-advisory-xact: the transaction lock under transaction pooling); needs pgbouncer",
-        published: Some(Published {
-            source: "PgBouncer features page (session-level advisory locks: never in transaction pooling); pgbouncer #102; authentik #23876",
-            finding: "a session advisory lock taken through transaction pooling lives on a server connection other clients share: they are granted it too, its unlock runs elsewhere, and it strands",
-        }),
-    },
-    Scenario {
-        id: "U7",
-        title: "the cost of waiting: 1 to 1,000 waiters on a hot key",
-        applies: any,
-        scope: ANY,
-        published: Some(Published {
-            source: "ZooKeeper recipes (the herd effect); Discourse #17886; Redisson #5632; Consul #7523",
-            finding: "polling waiters load the server in proportion to their number and all retry at each release; a watch on the predecessor wakes one waiter per release",
-        }),
-    },
-];
-
-/// The "what users hit" entries: figures per backend, not expected-against-observed rows.
-pub fn is_measurement(id: &str) -> bool {
-    id.starts_with('U')
-}
-
-pub fn find(id: &str) -> Option<&'static Scenario> {
-    CATALOGUE.iter().find(|s| s.id.eq_ignore_ascii_case(id))
-}
 
 /// How long the holder stalls in the fixed-length cases of S1 and S6, and the lock-delay
 /// the next client keeps in the lock-delay cases: the stall ends 3 s after the session
@@ -281,81 +95,26 @@ fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Ex
     }
 }
 
-/// Did the observation meet the expectation? Every branch can say no.
+/// Did the observation meet the expectation? The judgement decides ([`judgement::meets`]);
+/// this hands it the observation's figures.
 pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&Availability>) -> (bool, String) {
     let r = &o.resource.total;
-    let lost = if fenced { r.lost_updates_fenced } else { r.lost_updates };
-    let overlap_txt = format!("{} overlap(s), {} lost update(s)", r.overlaps, lost);
-    let clean = r.overlaps == 0 && lost == 0;
-    let applied = o.nemesis.iter().any(|e| e.phase == "start");
-    let exposure = o.resource.exposure().unwrap_or(0.0);
-    match expect {
-        Expect::Violation => (!clean, overlap_txt),
-        Expect::NoViolation => (clean, overlap_txt),
-        Expect::Rejected => {
-            let stale = r.stale_refused();
-            let ok = stale > 0 && lost == 0 && r.legit_refused == 0 && r.token_inversions == 0;
-            let mut txt = format!("{stale} stale write(s) refused, {lost} lost update(s)");
-            if r.legit_refused > 0 || r.token_inversions > 0 {
-                txt.push_str(&format!(", tokens out of order: {} legitimate refused, {} inversion(s)", r.legit_refused, r.token_inversions));
-            }
-            (ok, txt)
-        }
-        Expect::FencingBroken => (
-            r.legit_refused > 0 || r.token_inversions > 0,
-            format!(
-                "{} legitimate write(s) refused, {} token inversion(s), {} stale write(s) refused",
-                r.legit_refused,
-                r.token_inversions,
-                r.stale_refused()
-            ),
-        ),
-        Expect::MustFail => {
-            let left = match &o.leftovers {
-                Some(Ok(v)) if v.is_empty() => Ok(()),
-                Some(Ok(v)) => Err(format!("left on the servers: {}", v.join(", "))),
-                Some(Err(e)) => Err(format!("could not read the servers: {e}")),
-                None => Err("the servers were not read".to_string()),
-            };
-            match (o.expired_waiter_acquired, left) {
-                (Some(false), Ok(())) => (true, "the expired waiter's acquire failed; nothing left behind".into()),
-                (Some(false), Err(e)) => (false, format!("the expired waiter's acquire failed, but {e}")),
-                (Some(true), _) => (false, "the expired waiter was told it holds the lock".into()),
-                (None, _) => (false, "not observed".into()),
-            }
-        }
-        Expect::Recovers => {
-            let Some(a) = availability else { return (false, format!("{overlap_txt}; no availability measured")) };
-            // Every condition is checked and every failed one said.
-            let mut failed = Vec::new();
-            if !clean {
-                failed.push("a violation".to_string());
-            }
-            if !applied {
-                failed.push("the fault was never applied".to_string());
-            }
-            if exposure < WEAK_EXPOSURE {
-                failed.push(format!("weak evidence: holders inside {} of the time", crate::judgement::percent(exposure)));
-            }
-            let bound = RECOVERY_BOUND.as_millis() as u64;
-            let rec = if !a.recovered {
-                failed.push("no grant after a heal".to_string());
-                format!("NOT recovered ({} ms after a heal, to the end)", a.recovery_ms)
-            } else if a.recovery_ms > bound {
-                format!("recovered {} ms after the heal (slower than the {bound} ms expected)", a.recovery_ms)
-            } else {
-                format!("recovered {} ms after the heal (expected within {bound} ms)", a.recovery_ms)
-            };
-            let mut txt = format!(
-                "{overlap_txt}; {rec}; grant rate during the fault {} of normal",
-                a.ratio.map_or("unknown".into(), |r| format!("{:.0}%", r * 100.0))
-            );
-            if !failed.is_empty() {
-                txt.push_str(&format!(" -- {}", failed.join(", ")));
-            }
-            (failed.is_empty(), txt)
-        }
-    }
+    let seen = judgement::Seen {
+        overlaps: r.overlaps,
+        lost_updates: if fenced { r.lost_updates_fenced } else { r.lost_updates },
+        stale_refused: r.stale_refused(),
+        legit_refused: r.legit_refused,
+        token_inversions: r.token_inversions,
+        // A fault counts only where it took effect (a start its own check or its heal's
+        // probe did not find idle).
+        fault_took_effect: !crate::nemesis::effects(&o.nemesis, |_| true).0.is_empty(),
+        exposure: o.resource.exposure().unwrap_or(0.0),
+        expired_waiter_acquired: o.expired_waiter_acquired,
+        leftovers: o.leftovers.clone(),
+        availability,
+        recovery_bound_ms: RECOVERY_BOUND.as_millis() as u64,
+    };
+    judgement::meets(expect, &seen)
 }
 
 /// The target options the chosen entries need.
@@ -380,7 +139,7 @@ async fn with_nemesis(
         warmup: Duration::from_secs(1),
         seed: Some(1),
         // Holders inside long enough for a second holder to be seen.
-        hold: crate::workload::Dist::Fixed(crate::run::FAULT_HOLD),
+        hold: crate::workload::Dist::Fixed(crate::phase::FAULT_HOLD),
         // A claim orphaned by the fault (a holder whose release could not reach the servers)
         // blocks the key until its lease or session expires: the choreographed scenarios'
         // short TTL lets the service recover within the phase.

@@ -102,6 +102,7 @@ impl<'a> Stage<'a> {
     /// Open a history segment `name` for a script with `actors` clients on one key.
     pub async fn open(ctx: &'a Ctx, name: &str, ttl: Duration, actors: usize) -> Stage<'a> {
         let key = ctx.key(name);
+        let granted_ttl = ctx.backend.granted_ttl(ttl).await.ok();
         ctx.history.sync().await;
         ctx.history.record(&Record::Meta(Meta {
             backend: ctx.kind.name().into(),
@@ -111,6 +112,7 @@ impl<'a> Stage<'a> {
             fencing_tokens: ctx.backend.capabilities().fencing,
             started_at: crate::results::now_rfc3339(),
             split_votes: ctx.backend.capabilities().consistency == dlbench_core::Consistency::Ap,
+            granted_ttl,
         }));
         Stage {
             ctx,

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use hdrhistogram::Histogram;
 
 use crate::checker::{SegmentVerdict, Validity};
-use crate::driver::PhaseResult;
+use crate::phase::PhaseResult;
 use crate::nemesis::NemesisEvent;
 use crate::stats::{jain, new_histogram, Percentiles, TimePoint, Totals};
 use crate::judgement::{self, Availability, CheckBrief, FencingMode, Measured, Verdict};
@@ -394,7 +394,7 @@ pub struct Summary {
     pub soak: Option<soak::SoakOutcome>,
     /// `dlbench merge`: the shards the figures add up from, one row each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shards: Vec<crate::shard::ShardRow>,
+    pub shards: Vec<ShardRow>,
     /// Where the protected resource lived, when not in the process: the resource server
     /// (`--resource`, shown without credentials), whose clock stamped every section.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -433,6 +433,22 @@ impl Summary {
     /// True when some fault was applied (not merely asked for) in some phase.
     pub fn faults_applied(&self) -> bool {
         self.backends.iter().flat_map(|b| &b.workloads).any(|w| !w.faults_applied().is_empty())
+    }
+
+    /// A fault was asked for somewhere but skipped or shown to do nothing.
+    /// Hand each backend its segments' verdicts, paired by phase id, and derive its verdicts.
+    pub fn attach_checks(&mut self, verdicts: &[SegmentVerdict], mode: FencingMode) {
+        for b in &mut self.backends {
+            if b.failure.is_some() {
+                continue;
+            }
+            let mine: Vec<SegmentVerdict> = verdicts.iter().filter(|v| v.backend == b.name).cloned().collect();
+            b.attach_checks(&mine, mode);
+        }
+    }
+
+    pub fn faults_without_effect(&self) -> bool {
+        self.backends.iter().flat_map(|b| &b.workloads).any(|w| !w.faults_skipped().is_empty() || !w.faults_no_effect().is_empty())
     }
 
     /// The worst verdict over every backend: what the exit status says.
@@ -721,4 +737,23 @@ impl BackendSummary {
             properties: None,
         }
     }
+}
+
+/// One shard as the merged result shows it, so a slow or late load host is seen rather
+/// than averaged away.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ShardRow {
+    /// `I/N`.
+    pub shard: String,
+    pub run_id: String,
+    pub clients: usize,
+    pub ops_per_sec: f64,
+    pub acquired: u64,
+    /// The driver's own timer lateness, p99 (ms): the load host as a bottleneck.
+    pub driver_lag_p99_ms: f64,
+    /// Its measured window started this long after the earliest shard's (ms).
+    pub start_offset_ms: f64,
+    /// Its clock against the resource server's (server minus shard, ms), when the shards used
+    /// one (`--resource`); none otherwise.
+    pub clock_offset_ms: Option<f64>,
 }

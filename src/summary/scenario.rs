@@ -3,41 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::judgement::Availability;
-
-/// What an entry expects on one side of fencing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Expect {
-    /// Two holders, or a lost update (on this side's register).
-    Violation,
-    /// No overlap and no lost update.
-    NoViolation,
-    /// Stale writes refused, no legitimate write refused, no token inversion, no update lost.
-    Rejected,
-    /// The tokens did not survive the fault: a holder with a valid lease was refused, or a
-    /// token went backwards.
-    FencingBroken,
-    /// The client must be told "not acquired", and nothing of it may stay on the servers.
-    MustFail,
-    /// No violation (with holders exposed enough to see one), the fault applied, and a grant
-    /// after every heal. The time to it is reported against
-    /// [`crate::scenario::RECOVERY_BOUND`], and the grant rate during the fault.
-    Recovers,
-}
-
-impl std::fmt::Display for Expect {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Expect::Violation => "violation",
-            Expect::NoViolation => "no violation",
-            Expect::Rejected => "stale writes rejected",
-            Expect::FencingBroken => crate::judgement::FENCING_BROKEN,
-            Expect::MustFail => "acquire fails, nothing left",
-            Expect::Recovers => "no violation, recovers",
-        })
-    }
-}
+use crate::judgement::{Availability, Expect};
 
 /// One observed case on one side of fencing.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]

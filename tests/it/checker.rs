@@ -12,6 +12,7 @@ fn meta(ttl_ms: u64, tokens: bool) -> Meta {
         fencing_tokens: tokens,
         started_at: "2026-01-01T00:00:00Z".into(),
         split_votes: false,
+        granted_ttl: None,
     }
 }
 
@@ -163,6 +164,31 @@ fn an_info_acquire_clashing_with_a_holder_is_unknown_not_invalid() {
     ];
     let v = checker::check(&seg(50, true, h));
     assert_eq!(result(&v, "mutual-exclusion").valid, Validity::Unknown);
+}
+
+/// The window an unknown acquire may hold is the TTL the servers granted, not the one asked
+/// for: etcd's 50 ms request is a lease of 1 s, so a grant 100 ms later may clash with it; a
+/// lock with no TTL (advisory, `GET_LOCK`) is bounded by nothing.
+#[test]
+fn an_unknown_acquire_holds_for_the_granted_ttl_not_the_requested_one() {
+    use dlbench_core::GrantedTtl;
+    let h = vec![
+        inv(1, A, 0),
+        info(1, A, 1),
+        inv(2, A, 100),
+        ok(2, A, 101, Some(11)),
+        inv(2, R, 102),
+        ok(2, R, 103, None),
+    ];
+    let judged = |granted: Option<GrantedTtl>| {
+        let mut s = seg(50, true, h.clone());
+        s.meta.as_mut().unwrap().granted_ttl = granted;
+        result(&checker::check(&s), "mutual-exclusion").valid
+    };
+    assert_eq!(judged(None), Validity::Valid, "requested 50 ms: the window closed before 100 ms");
+    assert_eq!(judged(Some(GrantedTtl::Lock { ms: 50 })), Validity::Valid);
+    assert_eq!(judged(Some(GrantedTtl::Session { ms: 1000 })), Validity::Unknown, "granted 1 s: 101 ms is inside it");
+    assert_eq!(judged(Some(GrantedTtl::None)), Validity::Unknown, "no TTL: nothing bounds the unknown acquire");
 }
 
 #[test]
@@ -458,7 +484,7 @@ fn skipped_faults_are_not_windows() {
 
 /// What the driver writes for an acquire the interrupt cut short.
 fn cancelled(p: u64, t: u64) -> Record {
-    Record::Info { p, f: A, key: 0, ns: t * MS, error: format!("outcome unknown: {}", dlbench::driver::CANCELLED) }
+    Record::Info { p, f: A, key: 0, ns: t * MS, error: format!("outcome unknown: {}", dlbench::history::CANCELLED) }
 }
 
 /// An interrupted history (sections recorded, as the driver writes them): what completed is

@@ -54,7 +54,7 @@ fn external_target_with_passwords_from_the_environment() {
     let out = run(SECRET);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "external run failed: {stderr}");
+    assert!(out.status.success(), "external run failed (exit {:?}): {stderr}\n{stdout}", out.status.code());
     const DESIGNS: [&str; 11] = ["postgres", "pg-advisory", "pg-advisory-xact", "mariadb", "mariadb-get-lock", "redis", "redisson", "redlock", "zookeeper", "etcd", "etcd-v3lock"];
     for b in DESIGNS {
         assert!(stdout.lines().any(|l| l.split_whitespace().next() == Some(b)), "{b} missing from the table:\n{stdout}");

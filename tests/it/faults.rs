@@ -27,9 +27,14 @@ fn scenario_catalogue_holds_on_real_servers() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
-    assert!(out.status.success(), "a scenario contradicted its expectation:\n{stdout}");
     let s = summary(&dir);
     let outcomes = s["scenarios"].as_array().unwrap();
+    let wrong: Vec<String> = outcomes
+        .iter()
+        .filter(|o| o["ok"] != true)
+        .map(|o| format!("{} {} {} fencing {}: expected {}, observed {} {}", o["scenario"], o["backend"], o["case"], o["fencing"], o["expected"], o["observed"], o["notes"]))
+        .collect();
+    assert!(out.status.success(), "a scenario contradicted its expectation (exit {:?}):\n{}", out.status.code(), wrong.join("\n"));
     let find = |id: &str, backend: &str, fencing: &str| {
         outcomes
             .iter()

@@ -217,7 +217,7 @@ async fn judge(m: Mutation, w: &str, mode: FencingMode) -> Judged {
     let out = PhaseOutputs { history: Some((history.clone(), "mutant".into())), ..Default::default() };
     let phase = run_phase(backend.clone(), &w, "mutation", &CancellationToken::new(), out).await.unwrap();
     history.close().unwrap();
-    let verdicts = dlbench::run::check_history(&path).unwrap();
+    let verdicts = dlbench::checker::check_file(&path).unwrap();
     let mut b = BackendSummary::new("mutant", serde_json::to_value(backend.capabilities()).ok(), &[phase]);
     b.attach_checks(&verdicts, mode);
     let _ = std::fs::remove_dir_all(&dir);
@@ -339,7 +339,7 @@ async fn a_missing_segment_does_not_shift_another_phases_checks() {
         phases.push(run_phase(backend, &w, "shifted", &CancellationToken::new(), out).await.unwrap());
     }
     history.close().unwrap();
-    let mut verdicts = dlbench::run::check_history(&path).unwrap();
+    let mut verdicts = dlbench::checker::check_file(&path).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(verdicts.len(), 2);
     assert_eq!(verdicts[1].valid, Validity::Invalid, "the second phase grants twice");

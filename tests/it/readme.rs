@@ -1,6 +1,7 @@
-//! Every command the README shows runs as written.
+//! Every command the README and the book beside it (docs/) show runs as written.
 //!
-//! The README's ```sh blocks are read line by line. A line that runs dlbench (it contains
+//! The ```sh blocks of README.md and of every docs/*.md (by name, after the README) are read
+//! line by line. A line that runs dlbench (it contains
 //! `cargo run` or starts with `dlbench`) is run with `sh -c`, from the repository root, as
 //! written, with two substitutions: `cargo run --release --` becomes the binary this test
 //! was built with (cargo already built it; a nested cargo would wait on the build lock),
@@ -21,8 +22,11 @@
 //! scripts/setup.sh` alone) are not run here (`scripts/setup.sh` runs as part of a line that
 //! also runs dlbench).
 //!
-//! README_TEST_FILE names another file to read instead of README.md (to show the test
-//! failing on a broken example without editing the README).
+//! Failures name the file and line (`docs/faults.md:5`). A `dlbench up` started for a
+//! `needs:` stops at the end of its file at the latest.
+//!
+//! README_TEST_FILE names another file to read instead of README.md and docs/*.md (to show
+//! the test failing on a broken example without editing the documents).
 
 use crate::common;
 
@@ -34,14 +38,17 @@ const PROJECT: &str = "dlbenchreadme";
 
 #[derive(Debug, Clone, PartialEq)]
 struct Line {
-    /// 1-based line number in the README.
+    /// The document, relative to the repository (`README.md`, `docs/faults.md`); empty from
+    /// `commands` alone.
+    doc: String,
+    /// 1-based line number in the document.
     at: usize,
     text: String,
     /// The `# needs:` in force, if any.
     needs: Option<String>,
     /// The block's first line number (lines of one block run together).
     block: usize,
-    /// Exit statuses the README says this line may end with (`# exit: 0 1`); default 0.
+    /// Exit statuses the document says this line may end with (`# exit: 0 1`); default 0.
     exits: Vec<i32>,
 }
 
@@ -79,7 +86,7 @@ fn commands(readme: &str) -> Vec<Line> {
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
-        out.push(Line { at: i + 1, text: l.to_string(), needs: needs.clone(), block: b, exits: exits.clone() });
+        out.push(Line { doc: String::new(), at: i + 1, text: l.to_string(), needs: needs.clone(), block: b, exits: exits.clone() });
     }
     out
 }
@@ -88,9 +95,32 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn readme() -> String {
-    let p = std::env::var_os("README_TEST_FILE").map(PathBuf::from).unwrap_or_else(|| repo().join("README.md"));
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+/// README.md, then docs/*.md sorted by name: (path relative to the repository, text). With
+/// README_TEST_FILE set, that file alone.
+fn documents() -> Vec<(String, String)> {
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    if let Some(p) = std::env::var_os("README_TEST_FILE").map(PathBuf::from) {
+        return vec![(p.display().to_string(), read(&p))];
+    }
+    let docs = repo().join("docs");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&docs)
+        .unwrap_or_else(|e| panic!("{}: {e}", docs.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    paths.sort();
+    std::iter::once(repo().join("README.md"))
+        .chain(paths)
+        .map(|p| (p.strip_prefix(repo()).unwrap_or(&p).display().to_string(), read(&p)))
+        .collect()
+}
+
+/// Every command line of every document, in document order, each naming its document.
+fn all_commands() -> Vec<Line> {
+    documents()
+        .into_iter()
+        .flat_map(|(doc, md)| commands(&md).into_iter().map(move |l| Line { doc: doc.clone(), ..l }))
+        .collect()
 }
 
 fn bin() -> &'static Path {
@@ -120,18 +150,29 @@ fn shell(line: &Line, compose_plugin: bool) -> Command {
     c
 }
 
-/// Run one line; its failure, as one message naming the README line.
+/// Run one line; its failure, as one message naming the document and line.
 fn run_line(line: &Line, compose_plugin: bool) -> Result<(), String> {
     let started = Instant::now();
-    eprintln!("README:{}: {}", line.at, line.text);
-    let out = shell(line, compose_plugin).output().map_err(|e| format!("README:{}: cannot run sh: {e}", line.at))?;
+    eprintln!("{}:{}: {}", line.doc, line.at, line.text);
+    let out = shell(line, compose_plugin).output().map_err(|e| format!("{}:{}: cannot run sh: {e}", line.doc, line.at))?;
     eprintln!("  -> {} in {:.1} s", out.status, started.elapsed().as_secs_f64());
     if out.status.code().is_some_and(|c| line.exits.contains(&c)) {
         return Ok(());
     }
     let err = String::from_utf8_lossy(&out.stderr);
     let tail: Vec<&str> = err.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
-    Err(format!("README:{}: `{}` exited {}:\n    {}", line.at, line.text, out.status, tail.join("\n    ")))
+    // The verdict's table is on stdout: its tail says which backend made the exit status.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let told: Vec<&str> = stdout.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect();
+    Err(format!(
+        "{}:{}: `{}` exited {}:\n    {}\n  stdout's tail:\n    {}",
+        line.doc,
+        line.at,
+        line.text,
+        out.status,
+        tail.join("\n    "),
+        told.join("\n    ")
+    ))
 }
 
 /// `# needs: dlbench up --endpoints FILE`: start it, wait for FILE; stopped on drop.
@@ -172,30 +213,34 @@ fn parser_finds_commands_and_markers() {
     assert!(runs_dlbench(&c[2].text) && !runs_dlbench(&c[1].text));
     assert_eq!(rewrite("docker compose run --rm bench run", false), "docker-compose run --rm bench run");
     assert_eq!(rewrite("cargo run --release -- run --target compose", true), "dlbench run --target compose");
-    // The README has commands to run, so the tests below check something.
-    assert!(commands(&readme()).iter().filter(|l| runs_dlbench(&l.text)).count() >= 5);
+    // The documents have commands to run, so the tests below check something.
+    assert!(all_commands().iter().filter(|l| runs_dlbench(&l.text)).count() >= 5);
 }
 
 /// Every dlbench line outside `# needs: docker` blocks.
 #[test]
 fn host_commands_run_as_written() {
     let _g = common::heavy();
-    let lines = commands(&readme());
+    let lines = all_commands();
     let mut failures = Vec::new();
     let mut ran = 0;
-    let mut up: Option<(String, Up)> = None;
+    // (document, needs): a `dlbench up` serves the lines of one document.
+    let mut up: Option<((String, String), Up)> = None;
     for l in lines.iter().filter(|l| runs_dlbench(&l.text)) {
+        if up.as_ref().is_some_and(|((doc, _), _)| *doc != l.doc) {
+            drop(up.take()); // a new document: the previous one's `dlbench up` stops
+        }
         match l.needs.as_deref() {
             None => {}
             Some(n) if n.starts_with("dlbench up ") => {
-                if up.as_ref().map(|(k, _)| k.as_str()) != Some(n) {
+                if up.as_ref().map(|((_, k), _)| k.as_str()) != Some(n) {
                     drop(up.take()); // the previous `dlbench up` stops before the next starts
-                    up = Some((n.to_string(), start_up(n)));
+                    up = Some(((l.doc.clone(), n.to_string()), start_up(n)));
                 }
             }
             Some(n) if n.starts_with("docker") => continue,
             Some(n) => {
-                eprintln!("SKIPPED README:{}: needs {n}", l.at);
+                eprintln!("SKIPPED {}:{}: needs {n}", l.doc, l.at);
                 continue;
             }
         }
@@ -205,8 +250,8 @@ fn host_commands_run_as_written() {
         }
     }
     drop(up);
-    assert!(failures.is_empty(), "{} of {ran} README commands failed:\n{}", failures.len(), failures.join("\n"));
-    assert!(ran >= 3, "only {ran} README commands ran");
+    assert!(failures.is_empty(), "{} of {ran} README and docs/ commands failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(ran >= 3, "only {ran} README and docs/ commands ran");
 }
 
 fn ok(prog: &str, args: &[&str]) -> bool {
@@ -223,7 +268,7 @@ impl Drop for Down {
     }
 }
 
-/// The `# needs: docker` blocks, every line in order.
+/// The `# needs: docker` blocks of every document, every line in document order.
 #[test]
 fn docker_blocks_run_as_written() {
     if !ok("docker", &["info", "--format", "{{.ServerVersion}}"]) {
@@ -237,7 +282,7 @@ fn docker_blocks_run_as_written() {
     }
     let _docker = common::docker();
     let _g = common::heavy();
-    let lines: Vec<Line> = commands(&readme()).into_iter().filter(|l| l.needs.as_deref() == Some("docker")).collect();
+    let lines: Vec<Line> = all_commands().into_iter().filter(|l| l.needs.as_deref() == Some("docker")).collect();
     assert!(lines.iter().any(|l| runs_dlbench(&l.text) || l.text.contains("run --rm bench")), "no docker block runs dlbench: {lines:?}");
     let _down = Down(plugin);
     for l in &lines {

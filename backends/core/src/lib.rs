@@ -22,7 +22,7 @@ mod tls;
 pub mod probe;
 pub use error::LockError;
 pub use lock::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl, Lease,
     LeaseHandle, LostSender, LostSignal, WaitStyle,
 };
 pub use resource::{CellStats, Resource, ResourceStats, Section, SectionRecord};

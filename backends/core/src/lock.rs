@@ -66,6 +66,44 @@ pub struct Capabilities {
     pub lock_delay: bool,
 }
 
+/// The TTL a server actually grants for a requested one: what bounds how long a lock taken by
+/// an acquire of unknown outcome can stay held after its client is gone. The checkers use it,
+/// not the requested TTL, because servers round it and enforce a minimum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "of", rename_all = "lowercase")]
+pub enum GrantedTtl {
+    /// The lock's own TTL, as the server keeps it (Redis `PX`, a lease-table row's interval:
+    /// exactly the request, in milliseconds).
+    Lock { ms: u64 },
+    /// The session's: the lock lives as long as a session the server expires this long after
+    /// its last heartbeat (etcd's lease TTL, rounded up to whole seconds and raised to the
+    /// server's minimum; ZooKeeper's session timeout as negotiated).
+    Session { ms: u64 },
+    /// No TTL at all: the lock lives as long as the holder's connection (PostgreSQL advisory
+    /// locks, MariaDB `GET_LOCK`); the server frees it when it sees the connection close.
+    None,
+}
+
+impl GrantedTtl {
+    /// The window in milliseconds, `None` when there is none.
+    pub fn ms(self) -> Option<u64> {
+        match self {
+            GrantedTtl::Lock { ms } | GrantedTtl::Session { ms } => Some(ms),
+            GrantedTtl::None => None,
+        }
+    }
+}
+
+impl fmt::Display for GrantedTtl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GrantedTtl::Lock { ms } => write!(f, "{ms} ms (the lock's)"),
+            GrantedTtl::Session { ms } => write!(f, "{ms} ms (the session's)"),
+            GrantedTtl::None => f.write_str("none (held while the connection lives)"),
+        }
+    }
+}
+
 /// How a backend's logical clients reach the servers.
 ///
 /// `PerClient` is how N application processes would: each client opens its own connection
@@ -306,4 +344,11 @@ pub trait Backend: Send + Sync {
     /// directory, the Redis key, the PostgreSQL row, the Redlock key on each node that has it).
     /// For checks that nothing is left behind.
     async fn claims(&self, key: &str) -> Result<Vec<String>, LockError>;
+
+    /// What the servers grant for a requested lock TTL (see [`GrantedTtl`]). The default is a
+    /// lock TTL kept to the millisecond, as `PX` and an interval column keep it; backends whose
+    /// server rounds, negotiates or has no TTL ask it or say so.
+    async fn granted_ttl(&self, requested: Duration) -> Result<GrantedTtl, LockError> {
+        Ok(GrantedTtl::Lock { ms: requested.as_millis() as u64 })
+    }
 }

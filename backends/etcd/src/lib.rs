@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
+    Lease, LeaseHandle, LockError, WaitStyle,
 };
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, SortOrder,
@@ -180,6 +180,17 @@ impl Backend for EtcdBackend {
             // happens inside the member.
             lock_delay: self.recipe == Recipe::Client,
         }
+    }
+    /// A lease granted and revoked at once: the TTL the server answers is the one it keeps
+    /// (rounded up to seconds, raised to its minimum of about 1.5 election timeouts).
+    async fn granted_ttl(&self, requested: Duration) -> Result<GrantedTtl, LockError> {
+        let mut leases = self.client.lease_client();
+        let granted = tokio::time::timeout(self.config.request_timeout, leases.grant(session::lease_secs(requested), None))
+            .await
+            .map_err(|_| LockError::Unavailable(format!("etcd: no lease granted within {:?}", self.config.request_timeout)))?
+            .map_err(|e| definite(e, &self.config))?;
+        let _ = tokio::time::timeout(self.config.request_timeout, leases.revoke(granted.id())).await;
+        Ok(GrantedTtl::Session { ms: granted.ttl().max(1) as u64 * 1000 })
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
         let client = match self.connections {

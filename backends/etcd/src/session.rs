@@ -20,11 +20,17 @@ pub(crate) struct Session {
     task: JoinHandle<()>,
 }
 
+/// The whole seconds a lease is asked for: etcd's TTLs are seconds, so a TTL is rounded up
+/// (the server may raise it further, to its minimum).
+pub fn lease_secs(ttl: Duration) -> i64 {
+    ttl.as_secs_f64().ceil().max(1.0) as i64
+}
+
 impl Session {
     /// Grant a lease, retrying on endpoints that refuse until the request timeout passes
     /// (etcd-client keeps trying a dead endpoint, so one refusal says little).
     pub async fn start(client: Client, ttl: Duration, config: &EtcdConfig) -> Result<Session, LockError> {
-        let secs = ttl.as_secs_f64().ceil().max(1.0) as i64;
+        let secs = lease_secs(ttl);
         let deadline = Instant::now() + config.request_timeout;
         let mut leases = client.lease_client();
         let mut sent;

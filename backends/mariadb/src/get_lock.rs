@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, LostSender, LostSignal, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
+    Lease, LeaseHandle, LockError, LostSender, LostSignal, WaitStyle,
 };
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::Connection;
@@ -87,6 +87,10 @@ impl Backend for GetLockBackend {
             wait: WaitStyle::Watch,
             lock_delay: false,
         }
+    }
+    /// `GET_LOCK` has no TTL: the lock lives while its connection does.
+    async fn granted_ttl(&self, _requested: Duration) -> Result<GrantedTtl, LockError> {
+        Ok(GrantedTtl::None)
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
         let c = GetLock { config: self.config.clone(), conn: Mutex::new(None) };

@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, LostSender, LostSignal, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
+    Lease, LeaseHandle, LockError, LostSender, LostSignal, WaitStyle,
 };
 use dlbench_postgres::{classify, PgConfig};
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
@@ -157,6 +157,15 @@ impl Backend for AdvisoryBackend {
             wait: WaitStyle::Watch,
             lock_delay: false,
         }
+    }
+    /// A session-level advisory lock has no TTL: it lives while its connection does. The
+    /// transaction-level one ends with its transaction, which the server ends
+    /// `idle_in_transaction_session_timeout` (the TTL, to the millisecond) after it idles.
+    async fn granted_ttl(&self, requested: Duration) -> Result<GrantedTtl, LockError> {
+        Ok(match self.scope {
+            Scope::Session => GrantedTtl::None,
+            Scope::Xact => GrantedTtl::Lock { ms: requested.as_millis() as u64 },
+        })
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
         let c = AdvisoryLock { scope: self.scope, config: self.config.clone(), conn: Mutex::new(None) };

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
+    Lease, LeaseHandle, LockError, WaitStyle,
 };
 use tokio::sync::Mutex;
 use zookeeper_client as zk;
@@ -86,6 +86,15 @@ impl Backend for ZkBackend {
             wait: WaitStyle::Watch,
             lock_delay: false,
         }
+    }
+    /// A session opened with the requested timeout and closed: the timeout the server
+    /// negotiated (held between its tickTime's minimum and maximum multiples) is what a
+    /// holder's session gets.
+    async fn granted_ttl(&self, requested: Duration) -> Result<GrantedTtl, LockError> {
+        let s = ZkSession::open(&self.config, requested, false).await?;
+        let ms = s.timeout.as_millis() as u64;
+        s.close().await;
+        Ok(GrantedTtl::Session { ms })
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
         Ok(Box::new(ZkLock { config: self.config.clone(), session: Mutex::new(None), held: Default::default() }))
