@@ -422,7 +422,7 @@ fn soak_rounds(total: Duration, backends: u32, interval: Duration, rounds: Optio
         Some(r) => r,
         None => {
             // The first round, plus the servers' start-up, inside the warm-up: 15% spare.
-            let warmup = crate::resources::warmup_for(total.as_secs_f64());
+            let warmup = crate::usage::warmup_for(total.as_secs_f64());
             ((total.as_secs_f64() * 1.15 / warmup).ceil() as u32).clamp(1, most)
         }
     };
@@ -1054,7 +1054,7 @@ mod tests {
         let (r, turn) = soak_rounds(s(3600), 5, s(10), None).unwrap();
         assert_eq!(r, 14);
         assert!((turn.as_secs_f64() - 3600.0 / 70.0).abs() < 1e-6, "{turn:?}");
-        assert!(turn * 5 < Duration::from_secs_f64(crate::resources::warmup_for(3600.0)));
+        assert!(turn * 5 < Duration::from_secs_f64(crate::usage::warmup_for(3600.0)));
         // Two minutes: turns may not be shorter than two fault intervals, so one round.
         assert_eq!(soak_rounds(s(120), 5, s(10), None).unwrap(), (1, s(24)));
         // Asked for, within bounds.

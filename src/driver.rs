@@ -283,7 +283,7 @@ pub async fn run_phase(
             }
         })
     });
-    let mut peak_rss_kb = crate::resources::self_rss_kb();
+    let mut peak_rss_kb = crate::usage::self_rss_kb();
     let mut clients = tokio::task::JoinSet::new();
     for c in 0..w.clients {
         clients.spawn(client_loop(shared.clone(), c));
@@ -324,7 +324,7 @@ pub async fn run_phase(
         })
     };
     let mut emit = |t: u32, from: Instant, to: Instant, series: &mut Vec<TimePoint>, merged: &mut Histogram<u64>| {
-        peak_rss_kb = peak_rss_kb.max(crate::resources::self_rss_kb());
+        peak_rss_kb = peak_rss_kb.max(crate::usage::self_rss_kb());
         let mut point = shared.recorder.tick(t, merged);
         point.backlog = backlog(to);
         if let Some(h) = hlog.as_mut() {

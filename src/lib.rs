@@ -39,7 +39,7 @@ pub mod phase;
 pub mod progress;
 pub mod report;
 pub mod resource_server;
-pub mod resources;
+pub mod usage;
 pub mod results;
 pub mod run;
 pub mod scenario;

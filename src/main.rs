@@ -1,6 +1,6 @@
 //! The `dlbench` binary: everything lives in the library; see `dlbench::cli`.
 
 fn main() {
-    dlbench::resources::tune_allocator();
+    dlbench::usage::tune_allocator();
     std::process::exit(dlbench::cli::main());
 }

@@ -405,7 +405,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         eprintln!("dlbench: seed {seed} (repeat the run with --seed {seed})");
     }
     // Sampled from the start, so the servers' start-up and the first phase's warm-up are seen.
-    let sampler = crate::resources::Sampler::start(dir.path.join("resources.jsonl"), crate::cluster::local::process::live_processes)
+    let sampler = crate::usage::Sampler::start(dir.path.join("resources.jsonl"), crate::cluster::local::process::live_processes)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.path.join("resources.jsonl").display()))?;
     let history_path = dir.path.join("history.jsonl");
     let history = if plan.history_on() { Some(HistoryWriter::create(&history_path)?) } else { None };
@@ -598,7 +598,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
         println!("{}\n", crate::judgement::no_class(!plan.nemesis.is_empty()));
     }
     if let Some(r) = &summary.resources {
-        println!("{}", crate::resources::line(r));
+        println!("{}", crate::usage::line(r));
     }
     println!("results: {}", dir.path.join("summary.json").display());
     if !summary.complete {

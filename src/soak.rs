@@ -6,12 +6,12 @@
 //! property, not the harness's.
 
 use crate::nemesis::NemesisEvent;
-use crate::summary::resources::ResourceSummary;
+use crate::summary::usage::UsageSummary;
 use crate::summary::Summary;
 use crate::summary::soak::{SoakGoal, SoakOutcome};
 
 /// Judge a finished run as a soak.
-pub fn judge_summary(summary: &Summary, r: Option<&ResourceSummary>, goal: SoakGoal) -> SoakOutcome {
+pub fn judge_summary(summary: &Summary, r: Option<&UsageSummary>, goal: SoakGoal) -> SoakOutcome {
     let events: Vec<&NemesisEvent> = summary.backends.iter().flat_map(|b| b.workloads.iter()).flat_map(|w| w.nemesis.iter()).collect();
     let checked = !summary.backends.is_empty() && summary.backends.iter().all(|b| b.failure.is_none() && b.verdict.is_some());
     judge(&events, summary.complete, checked, r, goal)
@@ -19,7 +19,7 @@ pub fn judge_summary(summary: &Summary, r: Option<&ResourceSummary>, goal: SoakG
 
 /// Judge a soak from its fault events, whether it completed and whether every history was
 /// checked, and its resource figures.
-pub fn judge(events: &[&NemesisEvent], complete: bool, checked: bool, r: Option<&ResourceSummary>, goal: SoakGoal) -> SoakOutcome {
+pub fn judge(events: &[&NemesisEvent], complete: bool, checked: bool, r: Option<&UsageSummary>, goal: SoakGoal) -> SoakOutcome {
     let (mut started, mut ended) = (0u64, 0u64);
     for e in events {
         match e.phase.as_str() {
@@ -68,7 +68,7 @@ pub fn judge(events: &[&NemesisEvent], complete: bool, checked: bool, r: Option<
 }
 
 /// One line for the terminal.
-pub fn line(o: &SoakOutcome, r: Option<&ResourceSummary>) -> String {
+pub fn line(o: &SoakOutcome, r: Option<&UsageSummary>) -> String {
     let rss = r.map(|r| format!("harness RSS {:.0} -> {:.0} MiB (peak {:.0})", r.harness_rss_mb.first, r.harness_rss_mb.last, r.harness_rss_mb.peak)).unwrap_or_default();
     let fds = r.map(|r| format!("fds {:.0}-{:.0}", r.harness_fds.min_after_warmup, r.harness_fds.max_after_warmup)).unwrap_or_default();
     let growth = o.rss_growth_pct.map(|g| format!("growth after warm-up {g:+.1}%")).unwrap_or_else(|| "growth not measured".into());
@@ -83,11 +83,11 @@ pub fn line(o: &SoakOutcome, r: Option<&ResourceSummary>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::trend;
-    use crate::summary::resources::ResourceSummary;
+    use crate::usage::trend;
+    use crate::summary::usage::UsageSummary;
 
-    fn resources(rss: &[(f64, f64)], fds: &[(f64, f64)]) -> ResourceSummary {
-        ResourceSummary {
+    fn resources(rss: &[(f64, f64)], fds: &[(f64, f64)]) -> UsageSummary {
+        UsageSummary {
             samples: rss.len() as u64,
             seconds: 3600.0,
             warmup_s: 300.0,

@@ -43,7 +43,7 @@ struct FaultSeen {
     first_after_heal: Option<u64>,
 }
 
-pub struct Availability {
+pub struct AvailabilityChecker {
     ctx: Context,
     windows: Vec<(u64, u64)>,
     /// Whole seconds of the fault windows (at least half a second long), and whether each
@@ -65,7 +65,7 @@ pub struct Availability {
     si: usize,
 }
 
-impl Availability {
+impl AvailabilityChecker {
     pub fn new(ctx: &Context) -> Self {
         let end = ctx.end_ns;
         let windows = union(ctx.faults.iter().map(|f| (f.start, f.end.unwrap_or(end).max(f.start))).collect());
@@ -84,7 +84,7 @@ impl Availability {
         by_start.sort_by_key(|&i| ctx.faults[i].start);
         let mut by_heal: Vec<usize> = (0..ctx.faults.len()).filter(|&i| ctx.faults[i].end.is_some()).collect();
         by_heal.sort_by_key(|&i| ctx.faults[i].end);
-        Availability {
+        AvailabilityChecker {
             seen: vec![FaultSeen::default(); ctx.faults.len()],
             by_start,
             by_heal,

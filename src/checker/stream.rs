@@ -216,7 +216,7 @@ impl SegmentStream {
         let mut replay = lost_update::Replay::new();
         let mut fence = fencing::Fencing::new(&ctx);
         let mut cont = contention::Contention::new(&ctx);
-        let mut avail = availability::Availability::new(&ctx);
+        let mut avail = availability::AvailabilityChecker::new(&ctx);
         for s in sorted {
             let s = s?;
             mutex.item(&s);

@@ -381,7 +381,7 @@ fn checks_matrix(verdicts: &[SegmentVerdict]) -> String {
 }
 
 /// `dlbench calibrate`'s three tables.
-fn resources(r: &crate::summary::resources::ResourceSummary, soak: Option<&crate::summary::soak::SoakOutcome>) -> String {
+fn resources(r: &crate::summary::usage::UsageSummary, soak: Option<&crate::summary::soak::SoakOutcome>) -> String {
     let mut h = String::from("<h2>Resources</h2>");
     if let Some(o) = soak {
         let _ = write!(
@@ -406,7 +406,7 @@ fn resources(r: &crate::summary::resources::ResourceSummary, soak: Option<&crate
         r.samples, r.seconds, r.warmup_s
     );
     h.push_str("<div class=\"scroll\"><table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after warm-up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
-    let row = |h: &mut String, name: &str, t: &crate::summary::resources::Trend| {
+    let row = |h: &mut String, name: &str, t: &crate::summary::usage::Trend| {
         let _ = write!(
             h,
             "<tr><td class=\"l\">{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",

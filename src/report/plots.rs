@@ -461,12 +461,12 @@ fn node_group(name: &str) -> &str {
 /// dlbench's memory and open files and the servers' memory (summed per backend) over the
 /// run, from `resources.jsonl`, with the warm-up the trends exclude marked.
 pub fn resources(run_dir: &Path, out: &Path) -> Res<bool> {
-    let samples = match crate::resources::read(&run_dir.join("resources.jsonl")) {
+    let samples = match crate::usage::read(&run_dir.join("resources.jsonl")) {
         Ok(s) if s.len() >= 2 => s,
         _ => return Ok(false),
     };
     let xmax = samples.last().map(|s| s.t).unwrap_or(1.0).max(1.0);
-    let warm = crate::resources::warmup_for(xmax);
+    let warm = crate::usage::warmup_for(xmax);
     let mut groups: std::collections::BTreeMap<String, Vec<(f64, f64)>> = Default::default();
     for s in &samples {
         let mut per: std::collections::BTreeMap<&str, f64> = Default::default();

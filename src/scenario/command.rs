@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{judge_entry, run_entry, table, target_options, Outcome};
+use super::{judge_entry, run_entry, table, target_options, ScenarioOutcome};
 use crate::catalogue::{find, CATALOGUE};
 use crate::checker::SegmentVerdict;
 use crate::history::HistoryWriter;
@@ -122,7 +122,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
             }
             Err(e) => {
                 eprintln!("dlbench: {id} on {kind} could not run: {e:#}");
-                summary.scenarios.push(Outcome {
+                summary.scenarios.push(ScenarioOutcome {
                     scenario: id.to_string(),
                     case: String::new(),
                     backend: kind.name().into(),

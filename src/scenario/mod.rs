@@ -30,7 +30,7 @@ use crate::workload::Workload;
 use scripts::{Ctx, Forget, Observed, Stall};
 
 use crate::judgement::{self, Expect};
-use crate::summary::scenario::Outcome;
+use crate::summary::scenario::ScenarioOutcome;
 use crate::catalogue::{find, is_measurement};
 
 /// How long after a fault heals a service is expected to grant the lock again: the figure a
@@ -175,7 +175,7 @@ pub struct EntryResult {
     pub phases: Vec<PhaseResult>,
     pub observed: Vec<(String, Observed)>,
     /// The U entries' measurements, each with its evidence.
-    pub hits: Vec<users::Measured>,
+    pub hits: Vec<users::Measurement>,
 }
 
 /// Run entry `id` on `kind`. Ends with every node of the backend healed and healthy.
@@ -290,14 +290,14 @@ pub fn judge_entry(
     observed: &[(String, Observed)],
     availability: &[Option<Availability>],
     healed: bool,
-) -> Vec<Outcome> {
+) -> Vec<ScenarioOutcome> {
     let title = find(id).map(|s| s.title).unwrap_or("");
     let mut out = Vec::new();
     for ((case, off, on), ((_, o), a)) in cases(id, kind, has_tokens).into_iter().zip(observed.iter().zip(availability)) {
         for (fencing, expect) in [("off", off), ("on", on)] {
             let (ok, observed) = judge(expect, fencing == "on", o, a.as_ref());
             let r = &o.resource.total;
-            out.push(Outcome {
+            out.push(ScenarioOutcome {
                 scenario: id.to_string(),
                 case: case.to_string(),
                 backend: kind.name().to_string(),
@@ -322,7 +322,7 @@ pub fn judge_entry(
 
 /// The observed-versus-expected table: per entry, the published finding it reproduces (if
 /// any) and its source, then each backend and side of fencing, expected against observed.
-pub fn table(outcomes: &[Outcome]) -> String {
+pub fn table(outcomes: &[ScenarioOutcome]) -> String {
     let mut s = String::new();
     let mut last: Option<&str> = None;
     // The case column as wide as its longest name, so the rows stay aligned.

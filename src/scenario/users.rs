@@ -25,7 +25,7 @@ use crate::kind::BackendKind;
 use crate::summary::scenario::Hit;
 
 /// A hit and its evidence (written by the command next to summary.json).
-pub type Measured = (Hit, Value);
+pub type Measurement = (Hit, Value);
 
 /// The sizes of the scaling entries (`scenario --waiters`, `--locks`).
 #[derive(Debug, Clone)]
@@ -118,7 +118,7 @@ pub fn losses(expiry: Expiry) -> Vec<Loss> {
 /// U1: from the server letting the lock go (another client is granted it) to the holder
 /// learning it (its lost signal fires, or an extend fails); a holder told only by its
 /// release (`not held`) was never told while it mattered.
-pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measured> {
+pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measurement> {
     let name = format!("U1-{}", loss.case().replace(' ', "-"));
     let ttl = TTL;
     let st = Stage::open(ctx, &name, ttl, 2).await;
@@ -298,7 +298,7 @@ impl Drop for Bouncer {
 /// seconds; the resource counts double grants; refused unlocks and locks left on the
 /// server once every client has gone are counted. Transaction pooling with the session
 /// lock is expected to break; session pooling, and the transaction lock, are not.
-pub async fn pgbouncer(ctx: &Ctx, case: &str, mode: &str, xact: bool, trouble: bool) -> anyhow::Result<Measured> {
+pub async fn pgbouncer(ctx: &Ctx, case: &str, mode: &str, xact: bool, trouble: bool) -> anyhow::Result<Measurement> {
     use sqlx::{ConnectOptions, Connection, Row};
     let bin = pgbouncer_bin().ok_or_else(|| anyhow::anyhow!("pgbouncer is not installed (apt-get install pgbouncer)"))?;
     anyhow::ensure!(ctx.target.password().is_none(), "U6 runs on dlbench's own PostgreSQL without a password");
@@ -509,7 +509,7 @@ async fn window_bytes(net: &crate::nemesis::net::Net, pids: &[i32], d: Duration)
 /// (reads at the proxies) per waiter per second, and the servers' CPU, both beyond what the
 /// holder alone costs; then the second after the release: requests per waiter (every poller
 /// tries again; a watch wakes one) and the time to the next grant.
-pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measured> {
+pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measurement> {
     let net = ctx.net()?;
     let nodes = ctx.target.nodes_of(ctx.kind);
     let pids: Vec<i32> = nodes.iter().filter_map(|n| n.pid()).collect();
@@ -665,7 +665,7 @@ const U5_TRIALS: usize = 2;
 /// lease's `valid_until`, which each design computes from what it knows)? A grant with
 /// none left is a lock the client may use after the servers have let it go; refusing it is
 /// the safe answer (Redlock's validity check).
-pub async fn slow_grant(ctx: &Ctx, case: &str, delay: Duration) -> anyhow::Result<Measured> {
+pub async fn slow_grant(ctx: &Ctx, case: &str, delay: Duration) -> anyhow::Result<Measurement> {
     let ttl = TTL;
     let net = ctx.net()?;
     let log = Log::new();
@@ -764,7 +764,7 @@ pub const EROSIONS: [(&str, Erosion); 3] = [
 /// keeps a lock on all five nodes; three nodes restart one after another within its TTL;
 /// after each restart another client tries. A grant while the holder's validity lasts is a
 /// double grant. Reported per 100 restarts.
-pub async fn erosion(ctx: &Ctx, case: &str, how: Erosion) -> anyhow::Result<Measured> {
+pub async fn erosion(ctx: &Ctx, case: &str, how: Erosion) -> anyhow::Result<Measurement> {
     let ttl = TTL;
     let nodes: Vec<_> = ctx.target.nodes_of(ctx.kind).into_iter().filter(|n| !n.replica).collect();
     anyhow::ensure!(nodes.len() == 5, "redlock needs its five nodes");
@@ -870,7 +870,7 @@ const SCALE_WINDOW: Duration = Duration::from_secs(9);
 /// extend every third of the TTL on the TTL designs, by the session's own keep-alive on the
 /// others. Measured: locks lost, renewals failed, and the servers' CPU and the clients'
 /// requests beyond idle, per 1,000 locks.
-pub async fn keepalive_scale(ctx: &Ctx, locks: usize) -> anyhow::Result<Measured> {
+pub async fn keepalive_scale(ctx: &Ctx, locks: usize) -> anyhow::Result<Measurement> {
     let ttl = TTL;
     let net = ctx.net()?;
     let pids: Vec<i32> = ctx.target.nodes_of(ctx.kind).iter().filter_map(|n| n.pid()).collect();
@@ -1021,7 +1021,7 @@ fn spawn(program: &str, args: &[&std::ffi::OsStr], log: &std::path::Path) -> any
 /// when it learns the lock is gone. Starved, does it lose the lock while it believes it holds
 /// it (another client granted while its command still runs)? How long until it notices? Is
 /// anything of it left on the servers once it has exited?
-pub async fn starved_holder(ctx: &Ctx, case: &str, how: Starve) -> anyhow::Result<Measured> {
+pub async fn starved_holder(ctx: &Ctx, case: &str, how: Starve) -> anyhow::Result<Measurement> {
     let ttl = TTL;
     let log = Log::new();
     let slug = case.replace(' ', "-");

@@ -4,7 +4,7 @@
 //! types; nothing here renders, and nothing here imports a renderer.
 
 pub mod calibration;
-pub mod resources;
+pub mod usage;
 pub mod scaling;
 pub mod scenario;
 pub mod soak;
@@ -376,7 +376,7 @@ pub struct Summary {
     pub backends: Vec<BackendSummary>,
     /// `dlbench scenario`: each entry's observation against its expectation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scenarios: Vec<scenario::Outcome>,
+    pub scenarios: Vec<scenario::ScenarioOutcome>,
     /// `dlbench scenario U1,...`: the "what users hit" measurements, one per entry, backend
     /// and case.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -388,7 +388,7 @@ pub struct Summary {
     /// The harness's memory and file descriptors and each server's memory over the run,
     /// sampled once a second (the series are in resources.jsonl).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<resources::ResourceSummary>,
+    pub resources: Option<usage::UsageSummary>,
     /// `dlbench soak`: the run judged against the soak's goal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<soak::SoakOutcome>,

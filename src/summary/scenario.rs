@@ -7,7 +7,8 @@ use crate::judgement::{Availability, Expect};
 
 /// One observed case on one side of fencing.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Outcome {
+#[schemars(rename = "Outcome")]
+pub struct ScenarioOutcome {
     pub scenario: String,
     pub case: String,
     pub backend: String,

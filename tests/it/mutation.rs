@@ -179,10 +179,12 @@ fn workload(name: &str) -> (Workload, u64) {
             Workload { clients: 3, keys: 1, hold: Dist::Fixed(Duration::from_millis(1)), ttl: Duration::from_millis(600), wait_timeout: Duration::from_millis(150), ..base },
             0,
         ),
-        // Three clients queue on one key longer than the TTL (holds of 150 ms, TTL 200 ms):
-        // a waiter's lease runs from its grant, not from its invoke.
+        // Eight clients queue on one key longer than the TTL (seven holds of 100 ms ahead,
+        // TTL 500 ms): a waiter's lease runs from its grant, not from its invoke. A hold
+        // keeps 400 ms inside its TTL, so a loaded machine does not turn it into an overlap
+        // (holds of 150 ms in a 200 ms TTL did once, under CI's image builds).
         "queued" => (
-            Workload { clients: 3, keys: 1, hold: Dist::Fixed(Duration::from_millis(150)), ttl: Duration::from_millis(200), wait_timeout: Duration::from_secs(2), ..base },
+            Workload { clients: 8, keys: 1, hold: Dist::Fixed(Duration::from_millis(100)), ttl: Duration::from_millis(500), wait_timeout: Duration::from_secs(3), ..base },
             0,
         ),
         // One client alone on its key: a correct lock never reports it contended.

@@ -74,7 +74,7 @@ fn a_one_minute_soak_samples_everything_and_heals_every_fault() {
 fn a_deliberate_leak_fails_the_soak() {
     let out = scratch("soak-leak");
     let o = dlbench()
-        .env(dlbench::resources::LEAK_HOOK, "512")
+        .env(dlbench::usage::LEAK_HOOK, "512")
         .args(["soak", "--backends", "redis", "--duration", "40s", "--nemesis", "kill", "--nemesis-interval", "5s", "--out"])
         .arg(&out)
         .output()

@@ -21,9 +21,11 @@ pub struct Trend {
     pub max_after_warmup: f64,
 }
 
-/// The resource figures of a run.
+/// The machine usage figures of a run (memory and open files: not the protected resource).
+// summary.json's key stays `resources` and the schema keeps the definition's old name.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct ResourceSummary {
+#[schemars(rename = "ResourceSummary")]
+pub struct UsageSummary {
     pub samples: u64,
     pub seconds: f64,
     /// Samples before this many seconds are excluded from trends (allocator arenas, pools and

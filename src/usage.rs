@@ -1,5 +1,5 @@
-//! Resource use over time: once a second, the harness's resident memory and open file
-//! descriptors and the memory of every server process dlbench started, appended to
+//! Machine usage over time (not the protected resource, which is `dlbench_core::Resource`):
+//! once a second, the harness's resident memory and open file descriptors and the memory of every server process dlbench started, appended to
 //! `resources.jsonl` as the run goes (a killed run keeps what was sampled). At the end, each
 //! series becomes a figure in `summary.json`: its peak, and its growth per hour after a
 //! warm-up, the number a soak is judged by (a leak is a slope, not a peak).
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::summary::resources::{ResourceSummary, Trend};
+use crate::summary::usage::{UsageSummary, Trend};
 
 /// One sample.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -76,12 +76,12 @@ pub fn trend(points: &[(f64, f64)], warmup_s: f64) -> Trend {
 }
 
 /// Summarise samples.
-pub fn summarise(samples: &[Sample]) -> ResourceSummary {
+pub fn summarise(samples: &[Sample]) -> UsageSummary {
     let seconds = samples.last().map(|s| s.t).unwrap_or(0.0);
     let warmup_s = warmup_for(seconds);
     let series = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> { samples.iter().filter_map(|s| f(s).map(|v| (s.t, v))).collect() };
     let names: std::collections::BTreeSet<&String> = samples.iter().flat_map(|s| s.servers.keys()).collect();
-    ResourceSummary {
+    UsageSummary {
         samples: samples.len() as u64,
         seconds: (seconds * 10.0).round() / 10.0,
         warmup_s: (warmup_s * 10.0).round() / 10.0,
@@ -96,7 +96,7 @@ pub fn summarise(samples: &[Sample]) -> ResourceSummary {
 }
 
 /// One line for the terminal.
-pub fn line(r: &ResourceSummary) -> String {
+pub fn line(r: &UsageSummary) -> String {
     let servers: f64 = r.servers_mb.values().map(|t| t.peak).sum();
     // A slope over a minute, scaled to an hour, says nothing: only long runs show a trend.
     let growth = match r.harness_rss_mb.growth_pct_per_hour {
@@ -108,7 +108,12 @@ pub fn line(r: &ResourceSummary) -> String {
     let servers = if r.servers_mb.is_empty() {
         "servers not sampled (not processes of this host's target)".to_string()
     } else {
-        format!("servers {:.0} MiB at their peaks ({} nodes)", servers.max(0.0), r.servers_mb.len())
+        format!(
+            "servers {:.0} MiB at their peaks ({} node{})",
+            servers.max(0.0),
+            r.servers_mb.len(),
+            if r.servers_mb.len() == 1 { "" } else { "s" }
+        )
     };
     format!(
         "resources: dlbench {:.0} MiB peak{growth}, {:.0}-{:.0} open files; {servers}; {} samples in resources.jsonl",
@@ -279,7 +284,7 @@ impl Sampler {
     }
 
     /// Stop and summarise what was sampled.
-    pub fn finish(mut self) -> ResourceSummary {
+    pub fn finish(mut self) -> UsageSummary {
         self.stop.cancel();
         if let Some(t) = self.task.take() {
             let _ = t.join();
