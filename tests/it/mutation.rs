@@ -179,12 +179,15 @@ fn workload(name: &str) -> (Workload, u64) {
             Workload { clients: 3, keys: 1, hold: Dist::Fixed(Duration::from_millis(1)), ttl: Duration::from_millis(600), wait_timeout: Duration::from_millis(150), ..base },
             0,
         ),
-        // Eight clients queue on one key longer than the TTL (seven holds of 100 ms ahead,
-        // TTL 500 ms): a waiter's lease runs from its grant, not from its invoke. A hold
-        // keeps 400 ms inside its TTL, so a loaded machine does not turn it into an overlap
-        // (holds of 150 ms in a 200 ms TTL did once, under CI's image builds).
+        // Eight clients queue on one key longer than the TTL: a waiter's lease runs from its
+        // grant, not from its invoke. Every regressed token (the 5th grant on) goes to a
+        // waiter that queued at least four holds of 100 ms, past the 300 ms TTL (with a
+        // 500 ms TTL the first round's early waiters were inside it, and a lease counted from
+        // the invoke went unnoticed). A hold keeps 200 ms inside its TTL, so a loaded machine
+        // does not turn it into an overlap (holds of 150 ms in a 200 ms TTL did once, under
+        // CI's image builds).
         "queued" => (
-            Workload { clients: 8, keys: 1, hold: Dist::Fixed(Duration::from_millis(100)), ttl: Duration::from_millis(500), wait_timeout: Duration::from_secs(3), ..base },
+            Workload { clients: 8, keys: 1, hold: Dist::Fixed(Duration::from_millis(100)), ttl: Duration::from_millis(300), wait_timeout: Duration::from_secs(3), ..base },
             0,
         ),
         // One client alone on its key: a correct lock never reports it contended.
