@@ -595,7 +595,8 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
     if summary.faults_applied() {
         println!("{}", crate::report::text::ap_cp_table(&summary));
     } else {
-        println!("{}\n", crate::judgement::no_class(!plan.nemesis.is_empty()));
+        // The same rule as summary.md and the page: faults skipped or shown to do nothing.
+        println!("{}\n", crate::judgement::no_class(summary.faults_without_effect()));
     }
     if let Some(r) = &summary.resources {
         println!("{}", crate::usage::line(r));

@@ -94,16 +94,6 @@ impl GrantedTtl {
     }
 }
 
-impl fmt::Display for GrantedTtl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GrantedTtl::Lock { ms } => write!(f, "{ms} ms (the lock's)"),
-            GrantedTtl::Session { ms } => write!(f, "{ms} ms (the session's)"),
-            GrantedTtl::None => f.write_str("none (held while the connection lives)"),
-        }
-    }
-}
-
 /// How a backend's logical clients reach the servers.
 ///
 /// `PerClient` is how N application processes would: each client opens its own connection
