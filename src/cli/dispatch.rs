@@ -1,0 +1,167 @@
+//! One function per subcommand: each builds its input, calls the producer and returns the
+//! exit code; `run` and `soak` hand their result to `output`, which renders and prints it.
+
+use tokio_util::sync::CancellationToken;
+
+use super::args::{CheckArgs, Cli, Command};
+use super::plans::{run_plan, soak_plan};
+use crate::kind::{self, BackendKind};
+
+/// SIGINT or SIGTERM cancels the token once; a second one kills every server at once and
+/// exits, for a user who does not want to wait for the clean shutdown.
+pub(crate) fn install_signals(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+            return;
+        };
+        let mut seen = 0;
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            seen += 1;
+            if seen == 1 {
+                eprintln!("\ndlbench: stopping (again to stop at once)");
+                cancel.cancel();
+            } else {
+                crate::cluster::local::process::kill_all_now();
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    let cancel = CancellationToken::new();
+    match cli.command {
+        Command::Run(a) => {
+            install_signals(cancel.clone());
+            let mut plan = run_plan(a)?;
+            // Validated as written (in run_plan), then shortened when DLBENCH_TIME_SCALE asks
+            // (README test).
+            crate::timescale::scale_run(&mut plan)?;
+            crate::run::run(plan, cancel).await
+        }
+        Command::Soak(a) => {
+            install_signals(cancel.clone());
+            crate::run::run(soak_plan(a)?, cancel).await
+        }
+        Command::Up(a) => {
+            install_signals(cancel.clone());
+            let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
+            let password = match &a.password_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
+                None => None,
+            };
+            let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password, connect_timeout: None };
+            crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
+        }
+        Command::Check(a) => check(a),
+        Command::Merge(a) => crate::shard::merge(&a.shards, &a.out, !a.no_fail_on_violation),
+        Command::Schema => {
+            println!("{}", crate::summary::json_schema());
+            Ok(0)
+        }
+        Command::Report(a) => {
+            let page = crate::report::render(&a.run_dir)?;
+            println!("{}", page.display());
+            Ok(0)
+        }
+        Command::Compare(a) => {
+            let t = crate::compare::thresholds(&a.thresholds)?;
+            let c = crate::compare::compare_checked(&crate::compare::load_side(&a.base)?, &crate::compare::load_side(&a.new)?, &t, a.allow_mismatch)?;
+            let md = crate::compare::markdown(&c);
+            print!("{md}");
+            if let Some(p) = &a.json {
+                crate::util::write_atomic(p, serde_json::to_string_pretty(&c)?.as_bytes())?;
+            }
+            if let Some(p) = &a.markdown {
+                crate::util::write_atomic(p, md.as_bytes())?;
+            }
+            // 3, as for an undecided verdict: no regression found, but none could have been.
+            Ok(if c.regressions > 0 { 1 } else if !c.detectable { 3 } else { 0 })
+        }
+        Command::Calibrate(a) => {
+            install_signals(cancel.clone());
+            let args = crate::calibrate::CalibrateArgs {
+                connections: a.connections,
+                seconds: crate::timescale::scale_seconds(a.seconds)?,
+                out: a.out,
+                peers: a.peers,
+                repeats: a.repeats,
+            };
+            let done = crate::calibrate::command(args, cancel).await?;
+            // Rendering is the command line's: calibrate measures and writes summary.json.
+            if let Err(e) = crate::report::render(&done.run_dir) {
+                eprintln!("dlbench: the report could not be written: {e:#}");
+            }
+            println!("{}", crate::report::text::calibration_markdown(&done.calibration));
+            println!("results: {}", done.run_dir.join("summary.json").display());
+            Ok(done.code)
+        }
+        Command::Scenario(a) => {
+            install_signals(cancel.clone());
+            let args = crate::scenario::command::ScenarioArgs {
+                ids: a.ids,
+                backends: a.backends,
+                out: a.out,
+                sizes: crate::scenario::users::Sizes { waiters: a.waiters, locks: a.locks as usize },
+            };
+            crate::scenario::command::command(args, cancel).await
+        }
+        Command::DelayNode(a) => Ok(tokio::task::spawn_blocking(move || crate::nemesis::nfdelay::run(a.delay, a.max)).await??),
+        Command::Lock(a) => {
+            let backend: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
+            crate::lockcmd::lock(crate::lockcmd::LockArgs {
+                endpoints: &a.endpoints,
+                backend,
+                name: &a.name,
+                ttl: a.ttl,
+                wait: a.wait,
+                lock_delay: a.lock_delay,
+                command: &a.command,
+            })
+            .await
+        }
+    }
+}
+
+pub(crate) fn check(a: CheckArgs) -> anyhow::Result<i32> {
+    if a.history.is_dir() {
+        let inside = a.history.join("history.jsonl");
+        if inside.is_file() {
+            anyhow::bail!("{} is a directory: check takes a history file (try {})", a.history.display(), inside.display());
+        }
+        anyhow::bail!("{} is a directory, not a history file (dlbench run writes RUN_DIR/history.jsonl)", a.history.display());
+    }
+    let verdicts = crate::checker::check_file(&a.history)?;
+    if verdicts.is_empty() {
+        anyhow::bail!("{} holds no operations", a.history.display());
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&verdicts)?);
+    } else {
+        for v in &verdicts {
+            println!("{} {}: {}", v.backend, v.workload, v.describe());
+            for r in &v.results {
+                println!("  {:<17} {:<8} {}", r.checker, r.valid.to_string(), r.message);
+                for e in &r.evidence {
+                    println!("      {}", e.what);
+                    for op in &e.ops {
+                        println!("        {op}");
+                    }
+                }
+            }
+        }
+    }
+    let worst = crate::checker::worst(&verdicts);
+    if crate::checker::interrupted(&verdicts) {
+        println!("verdict: {worst} (interrupted: the run was cut short; this judges what completed)");
+    } else {
+        println!("verdict: {worst}");
+    }
+    Ok(crate::judgement::exit_code(worst))
+}
+

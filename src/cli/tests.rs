@@ -1,0 +1,137 @@
+//! The command line's own tests: every example parses, help lines, defaults, colour.
+
+use super::args::*;
+use crate::workload;
+use super::plans::*;
+use super::*;
+
+
+#[test]
+fn a_soak_runs_in_rounds_whose_first_ends_inside_the_warm_up() {
+    let s = Duration::from_secs;
+    // An hour, five backends, a fault every 10 s: 14 rounds of 51 s turns; the first
+    // round (257 s) ends inside the 300 s warm-up with room for the servers' start-up.
+    let (r, turn) = soak_rounds(s(3600), 5, s(10), None).unwrap();
+    assert_eq!(r, 14);
+    assert!((turn.as_secs_f64() - 3600.0 / 70.0).abs() < 1e-6, "{turn:?}");
+    assert!(turn * 5 < Duration::from_secs_f64(crate::usage::warmup_for(3600.0)));
+    // Two minutes: turns may not be shorter than two fault intervals, so one round.
+    assert_eq!(soak_rounds(s(120), 5, s(10), None).unwrap(), (1, s(24)));
+    // Asked for, within bounds.
+    assert_eq!(soak_rounds(s(600), 2, s(10), Some(3)).unwrap(), (3, s(100)));
+    let e = soak_rounds(s(600), 2, s(10), Some(20)).unwrap_err().to_string();
+    assert!(e.contains("--rounds 20") && e.contains("at most 15 rounds"), "{e}");
+    let e = soak_rounds(s(60), 5, s(10), None).unwrap_err().to_string();
+    assert!(e.contains("too short for faults every 10s") && e.contains("at least 100s"), "{e}");
+}
+
+/// The example lines of a subcommand's `--help` (`  dlbench ...`, comments dropped).
+fn examples(sub: &clap::Command) -> Vec<String> {
+    let text = sub.get_after_long_help().map(|h| h.to_string()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("dlbench "))
+        .map(|l| l.split(" # ").next().unwrap().trim().to_string())
+        .collect()
+}
+
+/// Every example parses as written: the flags exist and their values are accepted.
+#[test]
+fn every_example_parses() {
+    let cmd = command();
+    let mut seen = 0;
+    for sub in cmd.get_subcommands() {
+        let lines = examples(sub);
+        assert!(!lines.is_empty(), "{} has no examples", sub.get_name());
+        for l in lines {
+            // A redirect is the shell's, not dlbench's.
+            let words: Vec<&str> = l.split(" > ").next().unwrap().split_whitespace().collect();
+            assert_eq!(words[0], sub.get_name(), "an example of {} runs {l}", sub.get_name());
+            let parsed = command().try_get_matches_from(std::iter::once("dlbench").chain(words.iter().copied()));
+            assert!(parsed.is_ok(), "dlbench {l}: {}", parsed.unwrap_err());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 20, "{seen} examples");
+}
+
+/// `dlbench -h` gives each subcommand one line: a short first paragraph, the rest in --help.
+#[test]
+fn every_about_is_one_short_line_with_detail_in_long_about() {
+    for sub in command().get_subcommands() {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        assert!(!about.is_empty() && !about.contains('\n') && about.len() <= 80, "{}: {about:?}", sub.get_name());
+        let long = sub.get_long_about().map(|a| a.to_string()).unwrap_or_default();
+        assert!(long.len() > about.len(), "{} has no detail for --help", sub.get_name());
+    }
+}
+
+/// `--backends` and its alias `--backend` give `scenario` the same list.
+#[test]
+fn scenario_backends_and_backend_alias_parse_alike() {
+    for flag in ["--backends", "--backend"] {
+        let cli = Cli::from_arg_matches(&command().try_get_matches_from(["dlbench", "scenario", "S1", flag, "redis,etcd"]).unwrap()).unwrap();
+        match cli.command {
+            Command::Scenario(a) => assert_eq!(a.backends, "redis,etcd", "{flag}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// `--waiters` is a comma-separated list, every count checked; `--locks` one count.
+#[test]
+fn scenario_sizes_parse() {
+    let parse = |args: &[&str]| {
+        let mut v = vec!["dlbench", "scenario", "U7"];
+        v.extend_from_slice(args);
+        command().try_get_matches_from(v).and_then(|m| Cli::from_arg_matches(&m))
+    };
+    match parse(&[]).unwrap().command {
+        Command::Scenario(a) => assert_eq!((a.waiters, a.locks), (vec![1, 10, 100, 1000], 1000)),
+        other => panic!("{other:?}"),
+    }
+    match parse(&["--waiters", "1,10", "--locks", "200"]).unwrap().command {
+        Command::Scenario(a) => assert_eq!((a.waiters, a.locks), (vec![1, 10], 200)),
+        other => panic!("{other:?}"),
+    }
+    for bad in [["--waiters", "1,0"], ["--waiters", "10001"], ["--locks", "0"]] {
+        assert!(parse(&bad).is_err(), "{bad:?}");
+    }
+}
+
+/// The workload defaults in the help are the files' own values, read here straight from
+/// workloads/*.toml (not through the loader the help uses).
+#[test]
+fn workload_defaults_in_the_help_are_the_files_values() {
+    let cmd = command();
+    let run = cmd.find_subcommand("run").unwrap();
+    let help = |id: &str| run.get_arguments().find(|a| a.get_id() == id).unwrap().get_help().unwrap().to_string();
+    for (name, text) in workload::SHIPPED {
+        let t: toml::Table = toml::from_str(text).unwrap();
+        let clients = t["clients"].as_integer().unwrap();
+        assert!(help("clients").contains(&format!("{name}: {clients}")), "{name}: {}", help("clients"));
+        let ttl = t["ttl"].as_str().unwrap();
+        assert!(help("ttl").contains(&format!("{name}: {ttl}")), "{name}: {}", help("ttl"));
+        let keys = t["keys"].as_integer().unwrap();
+        assert!(help("keys").contains(&format!("{name}: {keys}")), "{name}: {}", help("keys"));
+        match t.get("rate") {
+            Some(r) => assert!(help("rate").contains(&format!("{name}: {}", r.as_float().unwrap())), "{}", help("rate")),
+            None => assert!(!help("rate").contains(&format!("{name}:")), "{}", help("rate")),
+        }
+    }
+    assert!(help("ops").contains("[default: none"), "{}", help("ops"));
+    // soak's --clients carries the same, and its --workload a plain clap default.
+    let soak = cmd.find_subcommand("soak").unwrap();
+    let soak_help = |id: &str| soak.get_arguments().find(|a| a.get_id() == id).unwrap().get_help().unwrap().to_string();
+    assert!(soak_help("clients").contains("many-keys: 8"), "{}", soak_help("clients"));
+    assert!(!soak_help("duration").contains("workload file"), "soak's --duration has its own default: {}", soak_help("duration"));
+}
+
+#[test]
+fn colour_only_on_a_terminal_without_no_color() {
+    use std::ffi::OsStr;
+    assert!(colour_with(true, None));
+    assert!(!colour_with(false, None), "not a terminal");
+    assert!(!colour_with(true, Some(OsStr::new("1"))), "NO_COLOR=1");
+    assert!(colour_with(true, Some(OsStr::new(""))), "an empty NO_COLOR does not count (no-color.org)");
+    assert!(!colour(false));
+}
