@@ -41,6 +41,7 @@ fn writer(path: &Path) -> HistoryWriter {
         fencing_tokens: true,
         started_at: "2026-01-01T00:00:00Z".into(),
         split_votes: false,
+        granted_ttl: None,
     }));
     w
 }

@@ -218,3 +218,8 @@ mod tests {
         }
     }
 }
+
+/// The backends' names, comma-separated, as the messages print them.
+pub fn names(v: &[BackendKind]) -> String {
+    v.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+}

@@ -20,7 +20,7 @@ pub async fn up(
     let real: Vec<BackendKind> = backends.into_iter().filter(|k| *k != BackendKind::Memory).collect();
     bins::find(&real)?;
     let dir = RunDir::create(&out, "up-")?;
-    eprintln!("dlbench up: starting {} under {}", crate::run::names(&real), dir.path.display());
+    eprintln!("dlbench up: starting {} under {}", crate::kind::names(&real), dir.path.display());
     let target = tokio::select! {
         t = LocalTarget::start(&dir.path, &real, options) => t?,
         _ = cancel.cancelled() => return Ok(130),

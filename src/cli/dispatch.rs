@@ -3,7 +3,8 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::args::{CheckArgs, Cli, Command};
+use super::args::{CalibrateArgs, CheckArgs, Cli, Command, LockArgs, UpArgs};
+use super::output;
 use super::plans::{run_plan, soak_plan};
 use crate::kind::{self, BackendKind};
 
@@ -42,22 +43,13 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             // Validated as written (in run_plan), then shortened when DLBENCH_TIME_SCALE asks
             // (README test).
             crate::timescale::scale_run(&mut plan)?;
-            crate::run::run(plan, cancel).await
+            Ok(crate::run::run(plan, cancel).await?.map_or(130, |f| output::run_finished(&f)))
         }
         Command::Soak(a) => {
             install_signals(cancel.clone());
-            crate::run::run(soak_plan(a)?, cancel).await
+            Ok(crate::run::run(soak_plan(a)?, cancel).await?.map_or(130, |f| output::run_finished(&f)))
         }
-        Command::Up(a) => {
-            install_signals(cancel.clone());
-            let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
-            let password = match &a.password_env {
-                Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
-                None => None,
-            };
-            let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password, connect_timeout: None };
-            crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
-        }
+        Command::Up(a) => up(a, cancel).await,
         Command::Check(a) => check(a),
         Command::Merge(a) => crate::shard::merge(&a.shards, &a.out, !a.no_fail_on_violation),
         Command::Schema => {
@@ -72,35 +64,9 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Compare(a) => {
             let t = crate::compare::thresholds(&a.thresholds)?;
             let c = crate::compare::compare_checked(&crate::compare::load_side(&a.base)?, &crate::compare::load_side(&a.new)?, &t, a.allow_mismatch)?;
-            let md = crate::compare::markdown(&c);
-            print!("{md}");
-            if let Some(p) = &a.json {
-                crate::util::write_atomic(p, serde_json::to_string_pretty(&c)?.as_bytes())?;
-            }
-            if let Some(p) = &a.markdown {
-                crate::util::write_atomic(p, md.as_bytes())?;
-            }
-            // 3, as for an undecided verdict: no regression found, but none could have been.
-            Ok(if c.regressions > 0 { 1 } else if !c.detectable { 3 } else { 0 })
+            output::compared(&c, a.json.as_deref(), a.markdown.as_deref())
         }
-        Command::Calibrate(a) => {
-            install_signals(cancel.clone());
-            let args = crate::calibrate::CalibrateArgs {
-                connections: a.connections,
-                seconds: crate::timescale::scale_seconds(a.seconds)?,
-                out: a.out,
-                peers: a.peers,
-                repeats: a.repeats,
-            };
-            let done = crate::calibrate::command(args, cancel).await?;
-            // Rendering is the command line's: calibrate measures and writes summary.json.
-            if let Err(e) = crate::report::render(&done.run_dir) {
-                eprintln!("dlbench: the report could not be written: {e:#}");
-            }
-            println!("{}", crate::report::text::calibration_markdown(&done.calibration));
-            println!("results: {}", done.run_dir.join("summary.json").display());
-            Ok(done.code)
-        }
+        Command::Calibrate(a) => calibrate(a, cancel).await,
         Command::Scenario(a) => {
             install_signals(cancel.clone());
             let args = crate::scenario::command::ScenarioArgs {
@@ -112,20 +78,46 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             crate::scenario::command::command(args, cancel).await
         }
         Command::DelayNode(a) => Ok(tokio::task::spawn_blocking(move || crate::nemesis::nfdelay::run(a.delay, a.max)).await??),
-        Command::Lock(a) => {
-            let backend: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
-            crate::lockcmd::lock(crate::lockcmd::LockArgs {
-                endpoints: &a.endpoints,
-                backend,
-                name: &a.name,
-                ttl: a.ttl,
-                wait: a.wait,
-                lock_delay: a.lock_delay,
-                command: &a.command,
-            })
-            .await
-        }
+        Command::Lock(a) => lock(a).await,
     }
+}
+
+async fn up(a: UpArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
+    install_signals(cancel.clone());
+    let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
+    let password = match &a.password_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
+        None => None,
+    };
+    let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, password, connect_timeout: None };
+    crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
+}
+
+async fn calibrate(a: CalibrateArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
+    install_signals(cancel.clone());
+    let args = crate::calibrate::CalibrateArgs {
+        connections: a.connections,
+        seconds: crate::timescale::scale_seconds(a.seconds)?,
+        out: a.out,
+        peers: a.peers,
+        repeats: a.repeats,
+    };
+    let done = crate::calibrate::command(args, cancel).await?;
+    Ok(output::calibrated(&done))
+}
+
+async fn lock(a: LockArgs) -> anyhow::Result<i32> {
+    let backend: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
+    crate::lockcmd::lock(crate::lockcmd::LockArgs {
+        endpoints: &a.endpoints,
+        backend,
+        name: &a.name,
+        ttl: a.ttl,
+        wait: a.wait,
+        lock_delay: a.lock_delay,
+        command: &a.command,
+    })
+    .await
 }
 
 pub(crate) fn check(a: CheckArgs) -> anyhow::Result<i32> {

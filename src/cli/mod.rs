@@ -7,6 +7,7 @@
 mod args;
 mod dispatch;
 mod help;
+mod output;
 
 mod plans;
 #[cfg(test)]

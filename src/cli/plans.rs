@@ -112,6 +112,50 @@ pub(crate) fn checked(plan: RunPlan, notices: Vec<String>) -> anyhow::Result<Run
 /// about it once it is known good.
 pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>)> {
     let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
+    let mut phases = plan_phases(&a)?;
+    let nemesis = match &a.nemesis {
+        Some(s) => crate::nemesis::parse_schedule(s).map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
+    // A verdict under faults needs holders a second holder could collide with: a zero hold
+    // (a yield, microseconds inside) would make "0 overlaps" say almost nothing.
+    let mut notices = Vec::new();
+    if !nemesis.is_empty() && a.hold.is_none() {
+        for w in phases.iter_mut().filter(|w| w.hold.max().is_zero()) {
+            notices.push(format!(
+                "dlbench: workload {} holds 0ms; under --nemesis it holds {} so that a second holder would be seen (--hold to choose)",
+                w.name,
+                crate::util::fmt_duration(crate::phase::FAULT_HOLD)
+            ));
+            w.hold = Dist::Fixed(crate::phase::FAULT_HOLD);
+        }
+    }
+    let target = plan_target(&a)?;
+    let plan = RunPlan {
+        backends,
+        phases,
+        out: a.out,
+        timeouts: Timeouts { connect: a.connect_timeout, ..Timeouts::default() },
+        connections: a.connections.parse().map_err(anyhow::Error::msg)?,
+        target,
+        command: std::env::args().collect(),
+        nemesis,
+        nemesis_interval: a.nemesis_interval,
+        fencing: a.fencing,
+        history: a.history,
+        fail_on_violation: !a.no_fail_on_violation,
+        repeat: a.repeat,
+        soak: None,
+        shard: a.shard.map(|s| crate::shard::ShardSpec { start_at: a.start_at, ..s }),
+        resource: crate::resource_server::ResourceUrl::parse(&a.resource).map_err(anyhow::Error::msg)?,
+        properties: a.properties,
+    };
+    Ok((plan, notices))
+}
+
+/// The workloads of the plan (one per client count of a sweep), with the flags applied,
+/// one seed for all of them, each validated.
+fn plan_phases(a: &RunArgs) -> anyhow::Result<Vec<Workload>> {
     let clients = a.clients.as_deref().map(client_list).transpose().map_err(|e| anyhow::anyhow!("--clients: {e}"))?;
     let mut phases: Vec<Workload> = match (&a.workload, a.keys) {
         (Some(list), _) => {
@@ -136,8 +180,8 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         clients: clients.as_ref().filter(|c| c.len() == 1).map(|c| c[0]),
         keys: a.keys,
         key_dist: a.key_dist,
-        hold: a.hold,
-        think: a.think,
+        hold: a.hold.clone(),
+        think: a.think.clone(),
         ttl: a.ttl,
         wait_timeout: a.wait_timeout,
         duration: a.duration,
@@ -156,23 +200,11 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         }
         w.validate().map_err(|e| anyhow::anyhow!("workload {}: {e}", w.name))?;
     }
-    let nemesis = match &a.nemesis {
-        Some(s) => crate::nemesis::parse_schedule(s).map_err(anyhow::Error::msg)?,
-        None => Vec::new(),
-    };
-    // A verdict under faults needs holders a second holder could collide with: a zero hold
-    // (a yield, microseconds inside) would make "0 overlaps" say almost nothing.
-    let mut notices = Vec::new();
-    if !nemesis.is_empty() && a.hold.is_none() {
-        for w in phases.iter_mut().filter(|w| w.hold.max().is_zero()) {
-            notices.push(format!(
-                "dlbench: workload {} holds 0ms; under --nemesis it holds {} so that a second holder would be seen (--hold to choose)",
-                w.name,
-                crate::util::fmt_duration(crate::phase::FAULT_HOLD)
-            ));
-            w.hold = Dist::Fixed(crate::phase::FAULT_HOLD);
-        }
-    }
+    Ok(phases)
+}
+
+/// Where the servers are, from --target, --endpoints and --compose-project.
+fn plan_target(a: &RunArgs) -> anyhow::Result<TargetChoice> {
     let target = match a.target.as_str() {
         "compose" => TargetChoice::Compose { project: a.compose_project.clone() },
         "external" => TargetChoice::External {
@@ -184,25 +216,6 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
     if a.endpoints.is_some() && !matches!(target, TargetChoice::External { .. }) {
         anyhow::bail!("--endpoints is for --target external");
     }
-    let plan = RunPlan {
-        backends,
-        phases,
-        out: a.out,
-        timeouts: Timeouts { connect: a.connect_timeout, ..Timeouts::default() },
-        connections: a.connections.parse().map_err(anyhow::Error::msg)?,
-        target,
-        command: std::env::args().collect(),
-        nemesis,
-        nemesis_interval: a.nemesis_interval,
-        fencing: a.fencing,
-        history: a.history,
-        fail_on_violation: !a.no_fail_on_violation,
-        repeat: a.repeat,
-        soak: None,
-        shard: a.shard.map(|s| crate::shard::ShardSpec { start_at: a.start_at, ..s }),
-        resource: crate::resource_server::ResourceUrl::parse(&a.resource).map_err(anyhow::Error::msg)?,
-        properties: a.properties,
-    };
-    Ok((plan, notices))
+    Ok(target)
 }
 

@@ -13,7 +13,7 @@ use crate::checker::SegmentVerdict;
 use crate::history::HistoryWriter;
 use crate::kind::{self, BackendKind};
 use crate::results::RunDir;
-use crate::run::names;
+use crate::kind::names;
 use crate::summary::{BackendSummary, Summary};
 use crate::cluster::local::{bins, LocalTarget};
 use crate::judgement::{Availability, FencingMode};

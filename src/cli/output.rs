@@ -1,0 +1,77 @@
+//! The one place a finished command is rendered and printed, and its exit status decided:
+//! producers return their result (`run::Finished`, `calibrate::Calibrated`, `compare::Comparison`),
+//! this prints it.
+
+use std::path::Path;
+
+use crate::checker::Validity;
+use crate::run::Finished;
+
+/// A run's (or soak's) report, its tables on the terminal, and its exit status: 130 when
+/// interrupted, the soak's own verdict for a soak, else the worst verdict's (Jepsen's
+/// convention) unless `--no-fail-on-violation`.
+pub(super) fn run_finished(f: &Finished) -> i32 {
+    let summary = &f.summary;
+    if let Err(e) = crate::report::render(&f.dir) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
+    println!("{}", crate::report::text::table(summary));
+    if summary.backends.iter().any(|b| b.properties.is_some()) {
+        println!("{}", crate::report::text::properties_table(summary));
+    }
+    for a in crate::report::text::anomalies(summary) {
+        println!("anomaly: {a}");
+    }
+    if summary.faults_applied() {
+        println!("{}", crate::report::text::ap_cp_table(summary));
+    } else {
+        // The same rule as summary.md and the page: faults skipped or shown to do nothing.
+        println!("{}\n", crate::judgement::no_class(summary.faults_without_effect()));
+    }
+    if let Some(r) = &summary.resources {
+        println!("{}", crate::usage::line(r));
+    }
+    println!("results: {}", f.dir.join("summary.json").display());
+    if !summary.complete {
+        return 130;
+    }
+    if let Some(o) = &summary.soak {
+        // A soak judges the harness over hours; the locks' verdicts are in the table above.
+        println!("{}", crate::soak::line(o, summary.resources.as_ref()));
+        return if o.passed { 0 } else { 1 };
+    }
+    let worst = summary.worst();
+    if worst != Validity::Valid {
+        let what = if worst == Validity::Invalid { "invalid" } else { "unknown" };
+        if f.fail_on_violation {
+            eprintln!("dlbench: verdict {what} (see the table and checks.json); exit {}", crate::judgement::exit_code(worst));
+            return crate::judgement::exit_code(worst);
+        }
+        eprintln!("dlbench: verdict {what}; exit 0 because of --no-fail-on-violation");
+    }
+    0
+}
+
+/// Calibrate measured and wrote summary.json; its report and table are rendered here.
+pub(super) fn calibrated(done: &crate::calibrate::Calibrated) -> i32 {
+    if let Err(e) = crate::report::render(&done.run_dir) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
+    println!("{}", crate::report::text::calibration_markdown(&done.calibration));
+    println!("results: {}", done.run_dir.join("summary.json").display());
+    done.code
+}
+
+/// A comparison as Markdown on stdout (and in the files asked for); exit 1 on a regression,
+/// 3 when none could have been found (as for an undecided verdict), else 0.
+pub(super) fn compared(c: &crate::compare::Comparison, json: Option<&Path>, markdown: Option<&Path>) -> anyhow::Result<i32> {
+    let md = crate::compare::markdown(c);
+    print!("{md}");
+    if let Some(p) = json {
+        crate::util::write_atomic(p, serde_json::to_string_pretty(c)?.as_bytes())?;
+    }
+    if let Some(p) = markdown {
+        crate::util::write_atomic(p, md.as_bytes())?;
+    }
+    Ok(if c.regressions > 0 { 1 } else if !c.detectable { 3 } else { 0 })
+}

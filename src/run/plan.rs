@@ -1,0 +1,221 @@
+//! What a run is asked to do: the validated plan, where the servers are, and the rules a
+//! plan must keep (bad input is refused before anything is created).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cluster::local::TargetOptions;
+use crate::connect::Timeouts;
+use crate::judgement::FencingMode;
+use crate::kind::BackendKind;
+use crate::nemesis::{FaultKind, FaultSpec};
+use crate::phase::quiet_tail;
+use crate::workload::Workload;
+
+/// Whether a run keeps its history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryMode {
+    Auto,
+    On,
+    Off,
+}
+
+/// Everything `run` needs, validated.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunPlan {
+    pub backends: Vec<BackendKind>,
+    pub phases: Vec<Workload>,
+    pub out: PathBuf,
+    #[serde(skip)]
+    pub timeouts: Timeouts,
+    /// Each client on its own connection, or all sharing one per server.
+    pub connections: dlbench_core::Connections,
+    pub command: Vec<String>,
+    pub nemesis: Vec<FaultSpec>,
+    #[serde(with = "crate::workload::dur")]
+    pub nemesis_interval: Duration,
+    pub fencing: FencingMode,
+    /// Stream the history (and check it at the end).
+    pub history: HistoryMode,
+    /// Exit 1 on an invalid verdict and 3 on an unknown one (Jepsen's convention); off for
+    /// exploratory runs (`--no-fail-on-violation`).
+    pub fail_on_violation: bool,
+    pub target: TargetChoice,
+    /// `dlbench soak`: judge the run against this goal; the soak's verdict is the exit status,
+    /// and faults no backend of the target supports are dropped from the schedule instead of
+    /// refused.
+    pub soak: Option<crate::summary::soak::SoakGoal>,
+    /// `--repeat N`: every phase N times, interleaved across backends.
+    pub repeat: u32,
+    /// `--shard I/N`: this process runs one shard of the plan (see `shard`).
+    pub shard: Option<crate::shard::ShardSpec>,
+    /// `--resource redis://...`: the protected resource in its own server (see
+    /// `resource_server`); `None` keeps it in this process.
+    pub resource: Option<crate::resource_server::ResourceUrl>,
+    /// `--properties`: after its phases, measure each backend's expiry and reentrancy.
+    pub properties: bool,
+}
+
+/// Where the servers are.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum TargetChoice {
+    /// dlbench starts them (the embedded default).
+    Local,
+    /// The services of a docker compose project.
+    Compose { project: String },
+    /// Endpoints named in a file; `allow_remote` permits addresses off this machine.
+    External { endpoints: PathBuf, allow_remote: bool },
+}
+
+impl TargetChoice {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TargetChoice::Local => "local",
+            TargetChoice::Compose { .. } => "compose",
+            TargetChoice::External { .. } => "external",
+        }
+    }
+}
+
+
+/// How many faults a phase of `duration` holds whole: the nemesis waits half an interval,
+/// holds a fault half an interval, and so on, until the quiet tail.
+pub fn faults_that_fit(duration: Duration, interval: Duration) -> usize {
+    let window = duration.saturating_sub(quiet_tail(duration));
+    (window.as_secs_f64() / interval.as_secs_f64()).floor() as usize
+}
+
+/// The shortest phase (in whole seconds) that holds `n` faults one `interval` apart.
+pub fn min_duration_for_faults(n: usize, interval: Duration) -> Duration {
+    let mut d = Duration::from_secs((interval.as_secs_f64() * n as f64).ceil() as u64);
+    while faults_that_fit(d, interval) < n {
+        d += Duration::from_secs(1);
+    }
+    d
+}
+
+impl RunPlan {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for w in &self.phases {
+            w.validate().map_err(|e| anyhow::anyhow!("workload {}: {e}", w.name))?;
+        }
+        if !self.nemesis.is_empty() {
+            self.validate_faults()?;
+        }
+        if let Some(s) = &self.shard {
+            self.validate_shard(s)?;
+        }
+        if let Some(r) = &self.resource {
+            self.validate_resource(r)?;
+        }
+        Ok(())
+    }
+
+    /// The nemesis asked for fits the backends, the shard and every phase's length.
+    fn validate_faults(&self) -> anyhow::Result<()> {
+        if self.backends.contains(&BackendKind::Memory) {
+            anyhow::bail!("--nemesis acts on server nodes; the memory backend has none (drop it from --backends)");
+        }
+        if self.nemesis_interval < Duration::from_secs(2) {
+            anyhow::bail!("--nemesis-interval must be at least 2s");
+        }
+        if self.shard.is_some() {
+            anyhow::bail!("--shard runs load only: faults from several load hosts at once would not be one schedule (drop --nemesis, or run it unsharded)");
+        }
+        if self.nemesis.iter().any(|f| f.kind == crate::nemesis::FaultKind::Partition) {
+            let why: Vec<String> = self.backends.iter().filter_map(|b| b.nothing_to_partition().map(|w| format!("{b}: {w}"))).collect();
+            anyhow::ensure!(
+                why.len() < self.backends.len(),
+                "--nemesis partition would do nothing here ({}): use isolate to cut a node off from its clients, or add a consensus backend (etcd, zookeeper)",
+                why.join("; ")
+            );
+        }
+        // Every fault asked for must fit once in every phase: the nemesis cycles them from
+        // the first, one every interval, and stops early enough for a recovery (a soak
+        // carries the cycle on from turn to turn instead).
+        if self.soak.is_none() {
+            let need = min_duration_for_faults(self.nemesis.len(), self.nemesis_interval);
+            if let Some(w) = self.phases.iter().find(|w| w.duration < need) {
+                let fits = faults_that_fit(w.duration, self.nemesis_interval);
+                anyhow::bail!(
+                    "workload {}: --duration {} leaves room for {} of the {} faults asked ({}) at one every {}: use --duration {} or more",
+                    w.name,
+                    crate::util::fmt_duration(w.duration),
+                    fits.min(self.nemesis.len()),
+                    self.nemesis.len(),
+                    self.nemesis.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", "),
+                    crate::util::fmt_duration(self.nemesis_interval),
+                    crate::util::fmt_duration(need)
+                );
+            }
+        }
+        let short = self.phases.iter().find(|w| w.duration < self.nemesis_interval * 2);
+        if let Some(w) = short {
+            anyhow::bail!(
+                "workload {} lasts {}, too short for faults every {}: use --duration of at least twice --nemesis-interval",
+                w.name,
+                crate::util::fmt_duration(w.duration),
+                crate::util::fmt_duration(self.nemesis_interval)
+            );
+        }
+        Ok(())
+    }
+
+    /// A shard runs one phase of one backend on shared servers, its clients spread evenly.
+    fn validate_shard(&self, s: &crate::shard::ShardSpec) -> anyhow::Result<()> {
+        let what = format!("--shard {}/{}", s.index, s.count);
+        anyhow::ensure!(
+            self.backends.len() == 1 && self.phases.len() == 1 && self.repeat == 1,
+            "{what}: a sharded run is one backend and one workload, once (--backends X --workload Y, no --repeat or client list), so that every shard runs the same phase"
+        );
+        anyhow::ensure!(!matches!(self.target, TargetChoice::Local), "{what}: shards must share the servers: use --target compose or --target external --endpoints FILE");
+        anyhow::ensure!(self.backends[0] != BackendKind::Memory, "{what}: the memory backend lives in one process; shards cannot share it");
+        let w = &self.phases[0];
+        anyhow::ensure!(w.clients >= s.count as usize, "{what}: {} client(s) cannot be spread over {} shards (--clients at least {})", w.clients, s.count, s.count);
+        anyhow::ensure!(w.ops.is_none(), "{what}: --ops counts one process's operations; give --duration instead");
+        s.wait()?;
+        anyhow::ensure!(
+            self.resource.is_none() || s.start_at.is_some(),
+            "{what} --resource: give --start-at (the same in every shard): it starts the shards together and names the resource cells they share"
+        );
+        Ok(())
+    }
+
+    /// The protected resource in its own server: on loopback (or the project's network).
+    fn validate_resource(&self, r: &crate::resource_server::ResourceUrl) -> anyhow::Result<()> {
+        let host = r.host();
+        let near = crate::endpoints::is_loopback(&host) || (!host.contains('.') && !host.contains(':'));
+        let allow = matches!(self.target, TargetChoice::External { allow_remote: true, .. });
+        anyhow::ensure!(
+            near || allow,
+            "--resource {}: not on loopback nor a service name of the project's network; dlbench only talks to loopback unless you pass --allow-remote",
+            r.shown()
+        );
+        anyhow::ensure!(!self.backends.contains(&BackendKind::Memory), "--resource: the memory backend is the in-process reference; run it with --resource local");
+        Ok(())
+    }
+
+    /// `auto` keeps a history for the servers and not for the memory backend, whose
+    /// hundreds of thousands of operations a second would make gigabytes of it.
+    pub fn history_on(&self) -> bool {
+        match self.history {
+            HistoryMode::On => true,
+            HistoryMode::Off => false,
+            HistoryMode::Auto => !self.backends.contains(&BackendKind::Memory),
+        }
+    }
+
+    /// What the target must offer for this plan's faults.
+    pub fn target_options(&self) -> TargetOptions {
+        let has = |k: FaultKind| self.nemesis.iter().any(|f| f.kind == k);
+        TargetOptions {
+            proxies: has(FaultKind::Partition) || has(FaultKind::Isolate) || has(FaultKind::Delay) || has(FaultKind::Failover),
+            clock_shim: has(FaultKind::Clock),
+            redis_replica: has(FaultKind::Failover),
+            password: None,
+            connect_timeout: Some(self.timeouts.connect),
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! The target once it is up (or found): its endpoints, its nemesis, its versions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::plan::{RunPlan, TargetChoice};
+use crate::cluster::compose::ComposeTarget;
+use crate::cluster::external::ExternalTarget;
+use crate::cluster::local::LocalTarget;
+use crate::endpoints::Endpoints;
+use crate::kind::{names, BackendKind};
+use crate::nemesis::Faults;
+use crate::results::RunDir;
+
+/// A target that is up.
+pub(super) enum Running {
+    Local(Arc<LocalTarget>),
+    Compose(Arc<ComposeTarget>),
+    External(Arc<ExternalTarget>),
+}
+
+impl Running {
+    pub(super) fn endpoints(&self) -> Endpoints {
+        match self {
+            Running::Local(t) => t.endpoints().clone(),
+            Running::Compose(t) => t.endpoints().clone(),
+            Running::External(t) => t.endpoints().clone(),
+        }
+    }
+
+    pub(super) fn faults(&self) -> Arc<dyn Faults> {
+        match self {
+            Running::Local(t) => t.clone(),
+            Running::Compose(t) => t.clone(),
+            Running::External(t) => t.clone(),
+        }
+    }
+
+    pub(super) async fn versions(&self, within: Duration) -> Result<std::collections::BTreeMap<String, String>, String> {
+        match self {
+            Running::Local(t) => Ok(t.versions().await),
+            Running::Compose(t) => crate::cluster::probe::versions(t.endpoints(), None, within).await,
+            Running::External(t) => t.versions(within).await,
+        }
+    }
+}
+
+/// Bring the plan's target up (or find it), for the real backends in `real`.
+/// The local target needs the run directory (its servers' data live there); the others are
+/// found, and their files and credentials checked, before any directory is created.
+pub(super) async fn bring_up(plan: &RunPlan, dir: Option<&RunDir>, real: &[BackendKind]) -> anyhow::Result<Running> {
+    Ok(match &plan.target {
+        TargetChoice::Local => {
+            let dir = dir.ok_or_else(|| anyhow::anyhow!("the local target needs its run directory"))?;
+            eprintln!("dlbench: starting local servers for {}", names(real));
+            Running::Local(Arc::new(LocalTarget::start(&dir.path, real, plan.target_options()).await?))
+        }
+        TargetChoice::Compose { project } => {
+            let t = ComposeTarget::discover(project, real, plan.timeouts.connect).await?;
+            let via = if t.inside() { "by name, inside its network" } else { "through its published ports" };
+            eprintln!("dlbench: using compose project {} for {} ({via})", t.project(), names(real));
+            Running::Compose(Arc::new(t))
+        }
+        TargetChoice::External { endpoints, allow_remote } => {
+            let e = Endpoints::load(endpoints)?;
+            let remote = e.non_loopback();
+            if !remote.is_empty() && !allow_remote {
+                anyhow::bail!(
+                    "{} names endpoints off this machine ({}); dlbench only talks to loopback unless you pass --allow-remote",
+                    endpoints.display(),
+                    remote.join(", ")
+                );
+            }
+            Running::External(Arc::new(ExternalTarget::new(e, real, plan.timeouts)?))
+        }
+    })
+}
+
+/// Every endpoint answers a TCP connection within the connect timeout: an unreachable
+/// server is named at once instead of surfacing as a hang later.
+pub(super) async fn reachable(e: &Endpoints, kinds: &[BackendKind], within: Duration) -> anyhow::Result<()> {
+    for &k in kinds {
+        for ep in e.get(k).map(|s| s.endpoints.clone()).unwrap_or_default() {
+            match tokio::time::timeout(within, tokio::net::TcpStream::connect(ep.as_str())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => anyhow::bail!("[{k}] {ep} is unreachable: {err}"),
+                Err(_) => anyhow::bail!("[{k}] {ep} did not accept a connection within {}", crate::util::fmt_duration(within)),
+            }
+        }
+    }
+    Ok(())
+}
