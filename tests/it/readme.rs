@@ -2,7 +2,7 @@
 //!
 //! The ```sh blocks of README.md and of every docs/*.md (by name, after the README) are read
 //! line by line. A line that runs dlbench (it contains
-//! `cargo run` or starts with `dlbench`) is run with `sh -c`, from the repository root, as
+//! `cargo run` or `dlbench` as a command word) is run with `sh -c`, from the repository root, as
 //! written, with two substitutions: `cargo run --release --` becomes the binary this test
 //! was built with (cargo already built it; a nested cargo would wait on the build lock),
 //! and `dlbench` resolves to that binary (its directory leads PATH); `cargo build --release
@@ -52,8 +52,10 @@ struct Line {
     exits: Vec<i32>,
 }
 
+/// Whether a shell line runs dlbench: `cargo run`, or `dlbench` as a command word anywhere
+/// in it (`dlbench run`, `x && dlbench run`, `for i in 1 2; do dlbench run ...; done`).
 fn runs_dlbench(l: &str) -> bool {
-    l.contains("cargo run") || l.starts_with("dlbench ") || l.contains("&& dlbench ")
+    l.contains("cargo run") || l.split(|c: char| c.is_whitespace() || ";&|()".contains(c)).any(|w| w == "dlbench")
 }
 
 /// Every command line of the ```sh blocks, with the marker in force.
@@ -211,6 +213,8 @@ fn parser_finds_commands_and_markers() {
     assert_eq!((c[0].at, c[0].needs.as_deref()), (4, None));
     assert_eq!((c[1].at, c[1].needs.as_deref(), c[1].block), (11, Some("docker"), 9));
     assert!(runs_dlbench(&c[2].text) && !runs_dlbench(&c[1].text));
+    assert!(runs_dlbench("d=$(mktemp -d); for i in 1 2; do dlbench run --out $d/$i; done"));
+    assert!(!runs_dlbench("ls results/dlbench-1 && cargo test --release"));
     assert_eq!(rewrite("docker compose run --rm bench run", false), "docker-compose run --rm bench run");
     assert_eq!(rewrite("cargo run --release -- run --target compose", true), "dlbench run --target compose");
     // The documents have commands to run, so the tests below check something.
