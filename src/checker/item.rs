@@ -12,7 +12,7 @@ use extsort::Sortable;
 
 use super::ops::{Fault, Skipped};
 use super::{OpRecord, OpRef, Outcome};
-use crate::history::Op;
+use crate::history::{Op, Record};
 
 /// Items the sort keeps in memory before it spills a sorted segment to disk (about 100 bytes
 /// each in memory).
@@ -35,6 +35,23 @@ pub struct SectionItem {
 }
 
 impl SectionItem {
+    /// A `section` record as the checkers read it.
+    pub fn of(r: &Record) -> Option<SectionItem> {
+        let Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost, register } = r else { return None };
+        Some(SectionItem {
+            p: *p,
+            key: *key,
+            token: *token,
+            enter: *enter,
+            exit: *exit,
+            read_seq: *read_seq,
+            read: *read,
+            write_seq: *write_seq,
+            lease_lost: *lease_lost,
+            register: *register,
+        })
+    }
+
     /// The operation to name for this section when its `ok` acquire is not in the history
     /// (a hand-made or cut history): an acquire granted at the moment it entered.
     pub fn stand_in(&self) -> OpRef {

@@ -2,8 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashMap;
+
+use super::item::SectionItem;
 use super::OpRef;
-use crate::history::{Meta, Op, Record, Segment};
+use crate::history::{Op, Record, Segment};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -44,20 +47,6 @@ impl OpRecord {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct SectionOp {
-    pub p: u64,
-    pub key: u32,
-    pub token: Option<u64>,
-    pub enter: u64,
-    pub exit: u64,
-    pub read_seq: Option<u64>,
-    pub read: Option<u64>,
-    pub write_seq: Option<u64>,
-    /// The holder's lease was lost or past its validity when it entered.
-    pub lease_lost: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
     pub f: String,
     pub targets: Vec<String>,
@@ -73,119 +62,125 @@ pub struct Skipped {
     pub why: String,
 }
 
-/// Everything the checkers need, in invocation order.
-#[derive(Debug, Clone, Default)]
-pub struct History {
-    pub ops: Vec<OpRecord>,
-    pub sections: Vec<SectionOp>,
+/// The one pairing of a history's records: an invocation waits for its process's
+/// completion (one open operation per process). The streaming checker
+/// ([`super::stream::SegmentStream`]) and [`History`] both read a history through it, so the
+/// two cannot pair it differently.
+#[derive(Debug, Default)]
+pub struct Pairing {
+    open: HashMap<u64, OpRecord>,
+}
+
+impl Pairing {
+    /// An invocation, completion or `info`: the operation it finished, if any. An invocation
+    /// finishes the process's earlier one, which never completed (it stays unresolved).
+    pub fn push(&mut self, r: &Record) -> Option<OpRecord> {
+        match r {
+            Record::Invoke { p, f, key, ns } => {
+                let o = OpRecord { p: *p, f: *f, key: *key, invoke_ns: *ns, complete_ns: None, outcome: Outcome::Unresolved, token: None, contention: false };
+                self.open.insert(*p, o)
+            }
+            Record::Ok { p, ns, token, .. } => self.complete(*p, *ns, Outcome::Ok, *token, false),
+            Record::Fail { p, ns, kind, error, .. } => {
+                let contention = match kind.as_deref() {
+                    Some(k) => k == "timeout" || k == "busy",
+                    // A hand-written history: LockError's contention messages.
+                    None => error.starts_with("not acquired"),
+                };
+                self.complete(*p, *ns, Outcome::Fail, None, contention)
+            }
+            Record::Info { p, ns, .. } => self.complete(*p, *ns, Outcome::Info, None, false),
+            _ => None,
+        }
+    }
+
+    /// The open operation of process `p`.
+    pub fn open(&self, p: u64) -> Option<&OpRecord> {
+        self.open.get(&p)
+    }
+
+    fn complete(&mut self, p: u64, ns: u64, outcome: Outcome, token: Option<u64>, contention: bool) -> Option<OpRecord> {
+        let mut o = self.open.remove(&p)?;
+        o.complete_ns = Some(ns);
+        o.outcome = outcome;
+        o.token = token;
+        o.contention = contention;
+        Some(o)
+    }
+
+    /// What never completed, unresolved, in invocation order.
+    pub fn unfinished(&mut self) -> Vec<OpRecord> {
+        let mut open: Vec<OpRecord> = std::mem::take(&mut self.open).into_values().collect();
+        open.sort_by_key(|o| (o.invoke_ns, o.p));
+        open
+    }
+}
+
+/// The nemesis records of a history as fault windows, and the faults that were not windows.
+#[derive(Debug, Default, Clone)]
+pub struct FaultLog {
     pub faults: Vec<Fault>,
     pub skipped: Vec<Skipped>,
+}
+
+impl FaultLog {
+    /// One `nemesis` record.
+    pub fn push(&mut self, f: &str, phase: &str, targets: &[String], ns: u64, detail: &str) {
+        let skip = Skipped { f: f.to_string(), ns, why: detail.to_string() };
+        match phase {
+            // A start whose own check showed it did nothing (a kill that left the
+            // process running) opens no fault window.
+            "start" if crate::nemesis::no_effect(detail) => self.skipped.push(skip),
+            "start" => self.faults.push(Fault { f: f.to_string(), targets: targets.to_vec(), start: ns, end: None }),
+            "end" => {
+                if let Some(i) = self.faults.iter().rposition(|x| x.f == f && x.end.is_none()) {
+                    // A fault its probe showed doing nothing (a cut that dropped no
+                    // traffic) is no fault window: judged as if it had been skipped.
+                    if crate::nemesis::no_effect(detail) {
+                        self.faults.remove(i);
+                        self.skipped.push(skip);
+                    } else {
+                        self.faults[i].end = Some(ns);
+                    }
+                }
+            }
+            _ => self.skipped.push(skip),
+        }
+    }
+}
+
+/// A whole segment in memory, paired ([`Pairing`]): for the figures of a run killed before
+/// it wrote them (`report/partial.rs`). The checkers stream instead (`stream.rs`).
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// Every operation, in invocation order.
+    pub ops: Vec<OpRecord>,
+    pub sections: Vec<SectionItem>,
+    pub faults: FaultLog,
     /// The last timestamp in the segment.
     pub end_ns: u64,
-    pub ttl_ns: Option<u64>,
-    pub fencing_tokens: Option<bool>,
-    /// `ok` acquires per (process, key): (completion time, index into `ops`), sorted.
-    acquired: std::collections::HashMap<(u64, u32), Vec<(u64, usize)>>,
 }
 
 impl History {
     pub fn from_segment(seg: &Segment) -> History {
-        let mut h = History {
-            ttl_ns: seg.meta.as_ref().and_then(Meta::window_ns),
-            fencing_tokens: seg.meta.as_ref().map(|m| m.fencing_tokens),
-            ..Default::default()
-        };
-        // The open invocation of each process, by index into `ops`.
-        let mut open: std::collections::HashMap<u64, usize> = Default::default();
+        let mut h = History::default();
+        let mut pairing = Pairing::default();
         for r in &seg.records {
             if let Some(ns) = r.ns() {
                 h.end_ns = h.end_ns.max(ns);
             }
             match r {
-                Record::Meta(_) => {}
-                Record::Invoke { p, f, key, ns } => {
-                    open.insert(*p, h.ops.len());
-                    h.ops.push(OpRecord {
-                        p: *p,
-                        f: *f,
-                        key: *key,
-                        invoke_ns: *ns,
-                        complete_ns: None,
-                        outcome: Outcome::Unresolved,
-                        token: None,
-                        contention: false,
-                    });
+                Record::Section { .. } => {
+                    let s = SectionItem::of(r).expect("a section record");
+                    h.end_ns = h.end_ns.max(s.exit);
+                    h.sections.push(s);
                 }
-                Record::Ok { p, ns, token, .. } => complete(&mut h, &mut open, *p, *ns, Outcome::Ok, *token),
-                Record::Fail { p, ns, kind, error, .. } => {
-                    let contention = match kind.as_deref() {
-                        Some(k) => k == "timeout" || k == "busy",
-                        // A hand-written history: LockError's contention messages.
-                        None => error.starts_with("not acquired"),
-                    };
-                    if let Some(&i) = open.get(p) {
-                        h.ops[i].contention = contention;
-                    }
-                    complete(&mut h, &mut open, *p, *ns, Outcome::Fail, None)
-                }
-                Record::Info { p, ns, .. } => complete(&mut h, &mut open, *p, *ns, Outcome::Info, None),
-                Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost, .. } => {
-                    h.end_ns = h.end_ns.max(*exit);
-                    h.sections.push(SectionOp {
-                        p: *p,
-                        key: *key,
-                        token: *token,
-                        enter: *enter,
-                        exit: *exit,
-                        read_seq: *read_seq,
-                        read: *read,
-                        write_seq: *write_seq,
-                        lease_lost: *lease_lost,
-                    })
-                }
-                Record::Nemesis { f, phase, targets, ns, detail } => match phase.as_str() {
-                    "start" => h.faults.push(Fault { f: f.clone(), targets: targets.clone(), start: *ns, end: None }),
-                    "end" => {
-                        if let Some(x) = h.faults.iter_mut().rev().find(|x| x.f == *f && x.end.is_none()) {
-                            x.end = Some(*ns);
-                        }
-                    }
-                    _ => h.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() }),
-                },
-                Record::Interrupted { .. } => {}
+                Record::Nemesis { f, phase, targets, ns, detail } => h.faults.push(f, phase, targets, *ns, detail),
+                _ => h.ops.extend(pairing.push(r)),
             }
         }
-        for (i, o) in h.ops.iter().enumerate() {
-            if let (Op::Acquire, Outcome::Ok, Some(c)) = (o.f, o.outcome, o.complete_ns) {
-                h.acquired.entry((o.p, o.key)).or_default().push((c, i));
-            }
-        }
-        for v in h.acquired.values_mut() {
-            v.sort_unstable();
-        }
+        h.ops.extend(pairing.unfinished());
+        h.ops.sort_by_key(|o| (o.invoke_ns, o.p));
         h
-    }
-
-    /// The latest `ok` acquire of `p` on `key` completed at or before `t`.
-    pub fn acquire_before(&self, p: u64, key: u32, t: u64) -> Option<&OpRecord> {
-        let v = self.acquired.get(&(p, key))?;
-        let i = v.partition_point(|&(c, _)| c <= t);
-        (i > 0).then(|| &self.ops[v[i - 1].1])
-    }
-}
-
-fn complete(
-    h: &mut History,
-    open: &mut std::collections::HashMap<u64, usize>,
-    p: u64,
-    ns: u64,
-    outcome: Outcome,
-    token: Option<u64>,
-) {
-    if let Some(i) = open.remove(&p) {
-        let o = &mut h.ops[i];
-        o.complete_ns = Some(ns);
-        o.outcome = outcome;
-        o.token = token;
     }
 }

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use extsort::ExternalSorter;
 
 pub use super::item::{Context, Item, SectionItem, Stamped, SEGMENT_ITEMS};
-use super::ops::{Fault, Skipped};
+use super::ops::{FaultLog, Pairing};
 use super::{availability, contention, fencing, lost_update, mutex, CheckResult, OpRecord, Outcome, SegmentVerdict, Validity};
 use crate::history::{Meta, Op, Record};
 
@@ -36,7 +36,9 @@ pub struct SegmentStream {
     serial: u64,
     ctx: Context,
     /// The open invocation of each process.
-    open: HashMap<u64, OpRecord>,
+    pairing: Pairing,
+    /// The nemesis's fault windows, into `ctx` at the end.
+    faults: FaultLog,
     /// Each process's granted lock on a key, until its release completes.
     holding: HashMap<(u64, u32), OpRecord>,
     /// Where an interrupt cut the segment.
@@ -58,7 +60,7 @@ impl SegmentStream {
             split_votes: meta.as_ref().is_some_and(|m| m.split_votes),
             ..Default::default()
         };
-        SegmentStream { meta, sorter, serial: 0, ctx, open: HashMap::new(), holding: HashMap::new(), interrupted_ns: None, cancelled: 0 }
+        SegmentStream { meta, sorter, serial: 0, ctx, pairing: Pairing::default(), faults: FaultLog::default(), holding: HashMap::new(), interrupted_ns: None, cancelled: 0 }
     }
 
     fn emit(&mut self, at: u64, item: Item) -> std::io::Result<()> {
@@ -77,15 +79,6 @@ impl SegmentStream {
             None => u64::MAX,
         };
         self.emit(acq.invoke_ns, Item::Claim { start: acq.invoke_ns, end: end.max(acq.invoke_ns + 1), p: acq.p, key: acq.key })
-    }
-
-    fn complete(&mut self, p: u64, ns: u64, outcome: Outcome, token: Option<u64>, contention: bool) -> std::io::Result<()> {
-        let Some(mut o) = self.open.remove(&p) else { return Ok(()) };
-        o.complete_ns = Some(ns);
-        o.outcome = outcome;
-        o.token = token;
-        o.contention = contention;
-        self.finished(o)
     }
 
     fn finished(&mut self, o: OpRecord) -> std::io::Result<()> {
@@ -118,70 +111,27 @@ impl SegmentStream {
             self.ctx.end_ns = self.ctx.end_ns.max(ns);
         }
         match r {
-            Record::Meta(_) => {}
-            Record::Invoke { p, f, key, ns } => {
-                let o = OpRecord { p: *p, f: *f, key: *key, invoke_ns: *ns, complete_ns: None, outcome: Outcome::Unresolved, token: None, contention: false };
-                if let Some(prev) = self.open.insert(*p, o) {
-                    // A process invoked again without completing: its earlier operation stays
-                    // unresolved.
-                    self.finished(prev)?;
-                }
-            }
-            Record::Ok { p, ns, token, .. } => self.complete(*p, *ns, Outcome::Ok, *token, false)?,
-            Record::Fail { p, ns, kind, error, .. } => {
-                let contention = match kind.as_deref() {
-                    Some(k) => k == "timeout" || k == "busy",
-                    // A hand-written history: LockError's contention messages.
-                    None => error.starts_with("not acquired"),
-                };
-                self.complete(*p, *ns, Outcome::Fail, None, contention)?;
-            }
-            Record::Info { p, f, ns, error, .. } => {
-                if *f == Op::Acquire && error.contains(crate::history::CANCELLED) && self.open.get(p).is_some_and(|o| o.f == Op::Acquire) {
-                    self.cancelled += 1;
-                }
-                self.complete(*p, *ns, Outcome::Info, None, false)?
-            }
             Record::Interrupted { ns } => self.interrupted_ns = Some(self.interrupted_ns.map_or(*ns, |t| t.min(*ns))),
-            Record::Section { p, key, token, enter, exit, read_seq, read, write_seq, lease_lost, register } => {
-                self.ctx.end_ns = self.ctx.end_ns.max(*exit);
+            Record::Section { .. } => {
+                let s = SectionItem::of(r).expect("a section record");
+                self.ctx.end_ns = self.ctx.end_ns.max(s.exit);
                 self.ctx.sections += 1;
-                if token.is_some() {
+                if s.token.is_some() {
                     self.ctx.has_tokens = true;
                 }
-                let s = SectionItem {
-                    p: *p,
-                    key: *key,
-                    token: *token,
-                    enter: *enter,
-                    exit: *exit,
-                    read_seq: *read_seq,
-                    read: *read,
-                    write_seq: *write_seq,
-                    lease_lost: *lease_lost,
-                    register: *register,
-                };
-                self.emit(*enter, Item::Section(s))?;
+                self.emit(s.enter, Item::Section(s))?;
             }
-            Record::Nemesis { f, phase, targets, ns, detail } => match phase.as_str() {
-                // A start whose own check showed it did nothing (a kill that left the
-                // process running) opens no fault window.
-                "start" if crate::nemesis::no_effect(detail) => self.ctx.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() }),
-                "start" => self.ctx.faults.push(Fault { f: f.clone(), targets: targets.clone(), start: *ns, end: None }),
-                "end" => {
-                    if let Some(i) = self.ctx.faults.iter().rposition(|x| x.f == *f && x.end.is_none()) {
-                        // A fault its probe showed doing nothing (a cut that dropped no
-                        // traffic) is no fault window: judged as if it had been skipped.
-                        if crate::nemesis::no_effect(detail) {
-                            self.ctx.faults.remove(i);
-                            self.ctx.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() });
-                        } else {
-                            self.ctx.faults[i].end = Some(*ns);
-                        }
+            Record::Nemesis { f, phase, targets, ns, detail } => self.faults.push(f, phase, targets, *ns, detail),
+            _ => {
+                if let Record::Info { p, f, error, .. } = r {
+                    if *f == Op::Acquire && error.contains(crate::history::CANCELLED) && self.pairing.open(*p).is_some_and(|o| o.f == Op::Acquire) {
+                        self.cancelled += 1;
                     }
                 }
-                _ => self.ctx.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() }),
-            },
+                if let Some(o) = self.pairing.push(r) {
+                    self.finished(o)?;
+                }
+            }
         }
         Ok(())
     }
@@ -190,9 +140,7 @@ impl SegmentStream {
     pub fn finish(mut self) -> std::io::Result<SegmentVerdict> {
         // What never completed stays unresolved: acquires that may hold to the end of time,
         // releases that may not have happened.
-        let mut open: Vec<OpRecord> = std::mem::take(&mut self.open).into_values().collect();
-        open.sort_by_key(|o| (o.invoke_ns, o.p));
-        for o in open {
+        for o in self.pairing.unfinished() {
             match o.f {
                 Op::Acquire => self.finished(o)?,
                 Op::Release => {
@@ -209,6 +157,8 @@ impl SegmentStream {
             let start = acq.complete_ns.unwrap_or(acq.invoke_ns);
             self.ended(acq, end.max(start) + 1, None)?;
         }
+        let log = std::mem::take(&mut self.faults);
+        (self.ctx.faults, self.ctx.skipped) = (log.faults, log.skipped);
         let ctx = self.ctx.clone();
         let sorted = self.sorter.done()?;
 
