@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 use extsort::ExternalSorter;
 
-pub use super::item::{Context, Item, SectionItem, Stamped, SEGMENT_ITEMS};
+use super::item::{Context, Item, SectionItem, Stamped, SEGMENT_ITEMS};
 use super::ops::{FaultLog, Pairing};
 use super::{availability, contention, fencing, lost_update, mutex, CheckResult, OpRecord, Outcome, SegmentVerdict, Validity};
 use crate::history::{Meta, Op, Record};
