@@ -75,7 +75,7 @@ fn signed_s(origin: Instant, t: Instant) -> f64 {
 fn hit(ctx: &Ctx, entry: &str, case: &str) -> Hit {
     Hit {
         entry: entry.into(),
-        title: super::find(entry).map(|s| s.title.to_string()).unwrap_or_default(),
+        title: crate::catalogue::find(entry).map(|s| s.title.to_string()).unwrap_or_default(),
         backend: ctx.kind.name().into(),
         case: case.into(),
         ..Hit::default()
