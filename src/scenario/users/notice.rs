@@ -3,11 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use dlbench_core::Expiry;
+use dlbench_core::{Expiry, Lease};
 use serde_json::json;
+use tokio::sync::watch;
 
 use super::{hit, signed_s, Log, Measurement};
+use crate::scenario::actor::Actor;
 use crate::scenario::scripts::{opts, Ctx, Stage, TTL};
+use crate::summary::scenario::Hit;
 
 /// How the holder loses its lock in U1.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -69,62 +72,11 @@ pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measurement> {
     }
     let origin = Instant::now();
     log.at(if loss == Loss::CutOff { "holder cut off from every server" } else { "holder stops extending" });
-    let (granted_tx, mut granted_rx) = tokio::sync::watch::channel(None::<Instant>);
-    let key = st.key.clone();
-    let observer = async {
-        // The next client waits for the lock: its grant is when the server let it go (at the
-        // latest; a watch or a 20 ms poll away from it).
-        let r = next.acquire(&key, &opts(ttl, limit).with_retry_interval(Duration::from_millis(20))).await;
-        let at = Instant::now();
-        let got = match r {
-            Ok(l) => {
-                log.at_time(at, "the next client was granted the lock: the server let it go");
-                let _ = next.release(l).await;
-                Some(at)
-            }
-            Err(e) => {
-                log.at(format!("the next client was not granted the lock: {e}"));
-                None
-            }
-        };
-        let _ = granted_tx.send(Some(at));
-        got
-    };
-    let extend = loss == Loss::CutOff;
-    let mut signal = lease.lost.clone();
-    let watch = async {
-        let deadline = origin + limit;
-        loop {
-            let tick = async {
-                tokio::time::sleep(ttl / 3).await;
-                if extend {
-                    Some(holder.client.extend(&mut lease, ttl).await)
-                } else {
-                    None
-                }
-            };
-            // Not extending, the holder works on until a second after the next client got
-            // in (or gave up), then releases.
-            let work_done = async {
-                if extend {
-                    std::future::pending::<()>().await
-                }
-                let _ = granted_rx.wait_for(|g| g.is_some()).await;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            };
-            tokio::select! {
-                why = signal.lost() => return Some((Instant::now(), format!("its lost signal ({why})"))),
-                r = tick => {
-                    if let Some(Err(e)) = r {
-                        return Some((Instant::now(), format!("a failed extend ({})", e.kind())));
-                    }
-                }
-                _ = work_done => return None,
-                _ = tokio::time::sleep_until(deadline.into()) => return None,
-            }
-        }
-    };
-    let (granted, told) = tokio::join!(observer, watch);
+    let (granted_tx, granted_rx) = tokio::sync::watch::channel(None::<Instant>);
+    let (granted, told) = tokio::join!(
+        next_granted(&next, &st.key, limit, granted_tx, &log),
+        holder_told(&holder, &mut lease, loss == Loss::CutOff, origin + limit, granted_rx)
+    );
     if let Some((t, how)) = &told {
         log.at_time(*t, format!("the holder was told, by {how}"));
     }
@@ -142,10 +94,89 @@ pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measurement> {
     next.client.close().await;
     drop(st);
 
+    let from = if loss == Loss::CutOff { "the cut" } else { "the last extend" };
+    let seen = Seen { granted, told, valid_until, release };
+    let h = report(ctx, loss, origin, from, limit, &seen);
+    let about = json!({ "ttl_s": ttl.as_secs_f64(), "limit_s": limit.as_secs_f64(), "extend_every_s": (ttl / 3).as_secs_f64(), "origin": from });
+    Ok((h, log.evidence(about)))
+}
+
+/// The next client waits for the lock: its grant is when the server let it go (at the
+/// latest; a watch or a 20 ms poll away from it). Tells `granted` when it is done.
+async fn next_granted(next: &Actor, key: &str, limit: Duration, granted: watch::Sender<Option<Instant>>, log: &Log) -> Option<Instant> {
+    let r = next.acquire(key, &opts(TTL, limit).with_retry_interval(Duration::from_millis(20))).await;
+    let at = Instant::now();
+    let got = match r {
+        Ok(l) => {
+            log.at_time(at, "the next client was granted the lock: the server let it go");
+            let _ = next.release(l).await;
+            Some(at)
+        }
+        Err(e) => {
+            log.at(format!("the next client was not granted the lock: {e}"));
+            None
+        }
+    };
+    let _ = granted.send(Some(at));
+    got
+}
+
+/// The holder, extending every third of the TTL or (not extending) working, until it is
+/// told its lock is gone (when, and how), until `deadline`, or (not extending) until a second
+/// after the next client is done.
+async fn holder_told(holder: &Actor, lease: &mut Lease, extend: bool, deadline: Instant, mut granted: watch::Receiver<Option<Instant>>) -> Option<(Instant, String)> {
+    let ttl = TTL;
+    let mut signal = lease.lost.clone();
+    loop {
+        let tick = async {
+            tokio::time::sleep(ttl / 3).await;
+            if extend {
+                Some(holder.client.extend(lease, ttl).await)
+            } else {
+                None
+            }
+        };
+        // Not extending, the holder works on until a second after the next client got
+        // in (or gave up), then releases.
+        let work_done = async {
+            if extend {
+                std::future::pending::<()>().await
+            }
+            let _ = granted.wait_for(|g| g.is_some()).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
+        tokio::select! {
+            why = signal.lost() => return Some((Instant::now(), format!("its lost signal ({why})"))),
+            r = tick => {
+                if let Some(Err(e)) = r {
+                    return Some((Instant::now(), format!("a failed extend ({})", e.kind())));
+                }
+            }
+            _ = work_done => return None,
+            _ = tokio::time::sleep_until(deadline.into()) => return None,
+        }
+    }
+}
+
+/// What the measurement saw, for its figure.
+struct Seen {
+    /// When the next client was granted the lock.
+    granted: Option<Instant>,
+    /// When and how the holder was told.
+    told: Option<(Instant, String)>,
+    valid_until: Instant,
+    /// How the holder's release ended.
+    release: String,
+}
+
+/// The hit: the server's letting go and the holder's being told, in seconds from `origin`
+/// (the cut, or the last extend: `from`).
+fn report(ctx: &Ctx, loss: Loss, origin: Instant, from: &str, limit: Duration, seen: &Seen) -> Hit {
+    let Seen { granted, told, valid_until, release } = seen;
     let mut h = hit(ctx, "U1", loss.case());
     let let_go = granted.map(|g| signed_s(origin, g));
     let told_s = told.as_ref().map(|(t, _)| signed_s(origin, *t));
-    let validity = signed_s(origin, valid_until);
+    let validity = signed_s(origin, *valid_until);
     if let Some(g) = let_go {
         h.values.insert("let_go_s".into(), g);
         h.values.insert("validity_vs_let_go_s".into(), validity - g);
@@ -154,8 +185,7 @@ pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measurement> {
         h.values.insert("told_s".into(), t);
     }
     h.values.insert("never_told".into(), if told.is_none() { 1.0 } else { 0.0 });
-    let from = if loss == Loss::CutOff { "the cut" } else { "the last extend" };
-    h.figure = match (let_go, &told) {
+    h.figure = match (let_go, told) {
         (Some(g), Some((_, how))) => {
             let d = told_s.unwrap_or(0.0) - g;
             h.values.insert("delay_s".into(), d);
@@ -177,6 +207,5 @@ pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measurement> {
     if !h.ok {
         h.notes.push("neither the server let go nor the holder was told within the limit: nothing measured".into());
     }
-    let about = json!({ "ttl_s": ttl.as_secs_f64(), "limit_s": limit.as_secs_f64(), "extend_every_s": (ttl / 3).as_secs_f64(), "origin": from });
-    Ok((h, log.evidence(about)))
+    h
 }
