@@ -36,11 +36,12 @@ pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measurement> {
     let l0 = holder.acquire(&key0, &opts(ttl, Duration::from_secs(10))).await?;
     let (base_reads, base_cpu) = window(net, &pids, HERD_WINDOW).await;
     let _ = holder.release(l0).await;
-    let per_s = |x: f64| x / HERD_WINDOW.as_secs_f64();
-    log.at(format!("baseline, the holder alone: {:.1} requests/s, server CPU {:.1} ms/s", per_s(base_reads), per_s(base_cpu)));
+    let base = (per_s(base_reads), per_s(base_cpu));
+    log.at(format!("baseline, the holder alone: {:.1} requests/s, server CPU {:.1} ms/s", base.0, base.1));
     let mut h = hit(ctx, "U7", "");
     let mut rounds = Vec::new();
     let mut cells = Vec::new();
+    let step = Herd { ctx, holder: &*holder, ttl, net, pids: &pids, base, log: &log };
     for &n in sizes {
         // Each client's connections pass a proxy: three descriptors each in this process.
         let need = n as u64 * nodes.len() as u64 * 3;
@@ -50,6 +51,82 @@ pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measurement> {
             h.notes.push(why);
             continue;
         }
+        let r = match step.round(n).await {
+            Ok(r) => r,
+            Err(note) => {
+                h.notes.push(note);
+                break;
+            }
+        };
+        h.values.insert(format!("requests_per_waiter_s@{n}"), r.req);
+        h.values.insert(format!("server_cpu_ms_s@{n}"), r.cpu_s);
+        h.values.insert(format!("wake_requests_per_waiter@{n}"), r.wake);
+        if let Some(ms) = r.handoff {
+            h.values.insert(format!("handoff_ms@{n}"), ms);
+        }
+        h.values.insert(format!("failed@{n}"), (r.failed.len() + r.open_errors.len()) as f64);
+        if r.early > 0 {
+            h.notes.push(format!("{n} waiters: {} granted while the holder held the key", r.early));
+        }
+        if !r.failed.is_empty() || !r.open_errors.is_empty() {
+            h.notes.push(format!(
+                "{n} waiters: {} failed: {}",
+                r.failed.len() + r.open_errors.len(),
+                r.open_errors.first().or(r.failed.first()).cloned().unwrap_or_default()
+            ));
+        }
+        rounds.push(n);
+        cells.push((if r.waiting < n { format!("{n} ({} opened)", r.waiting) } else { n.to_string() }, r.req, r.cpu_s, r.wake));
+    }
+    holder.close().await;
+    h.figure = figure(&cells);
+    // Evidence needs waiters that waited: every step run, none granted early.
+    h.ok = !cells.is_empty() && !h.notes.iter().any(|n| n.contains("granted while the holder"));
+    let about = json!({ "waiters": rounds, "window_s": HERD_WINDOW.as_secs_f64(), "settle_s": HERD_SETTLE.as_secs_f64(), "holder_ttl_s": ttl.as_secs_f64(),
+        "baseline_requests_s": per_s(base_reads), "baseline_server_cpu_ms_s": per_s(base_cpu), "servers": pids.len() });
+    Ok((h, log.evidence(about)))
+}
+
+/// Per second of the measuring window.
+fn per_s(x: f64) -> f64 {
+    x / HERD_WINDOW.as_secs_f64()
+}
+
+/// What one step runs with: the holder, the servers measured and the baseline (requests/s
+/// and server CPU ms/s with the holder alone).
+struct Herd<'a> {
+    ctx: &'a Ctx,
+    holder: &'a dyn DistLock,
+    ttl: Duration,
+    net: &'a crate::nemesis::net::Net,
+    pids: &'a [i32],
+    base: (f64, f64),
+    log: &'a Log,
+}
+
+/// One step's figures.
+struct Round {
+    /// The waiters whose clients opened.
+    waiting: usize,
+    /// Requests per waiter per second while waiting, beyond the baseline.
+    req: f64,
+    /// Server CPU ms/s while they wait, beyond the baseline.
+    cpu_s: f64,
+    /// Requests per waiter in the second after the release.
+    wake: f64,
+    /// The next grant, ms after the release.
+    handoff: Option<f64>,
+    /// Granted before the release.
+    early: u64,
+    failed: Vec<String>,
+    open_errors: Vec<String>,
+}
+
+impl Herd<'_> {
+    /// `n` waiters wait for the key the holder keeps, are measured, then see it released.
+    /// `Err`: the holder could not take the key (the note saying so).
+    async fn round(&self, n: usize) -> Result<Round, String> {
+        let Herd { ctx, holder, ttl, net, pids, base, log } = *self;
         let key = ctx.key(&format!("U7-{n}"));
         let opened: Vec<Result<Box<dyn DistLock>, _>> =
             futures::stream::iter(0..n).map(|_| ctx.backend.client()).buffer_unordered(50).collect().await;
@@ -67,9 +144,8 @@ pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measurement> {
         let lease = match holder.acquire(&key, &opts(ttl, Duration::from_secs(10))).await {
             Ok(l) => l,
             Err(e) => {
-                h.notes.push(format!("{n} waiters: the holder could not take the key: {e}"));
                 close_all(&clients).await;
-                break;
+                return Err(format!("{n} waiters: the holder could not take the key: {e}"));
             }
         };
         let grants = Arc::new(AtomicU64::new(0));
@@ -95,19 +171,19 @@ pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measurement> {
             .collect();
         tokio::time::sleep(HERD_SETTLE).await;
         let waiting = clients.len();
-        let (reads, cpu) = window(net, &pids, HERD_WINDOW).await;
+        let (reads, cpu) = window(net, pids, HERD_WINDOW).await;
         let early = grants.load(Ordering::Relaxed);
         let released = Instant::now();
         let _ = holder.release(lease).await;
-        let (wake_reads, _) = window(net, &pids, HERD_WAKE).await;
+        let (wake_reads, _) = window(net, pids, HERD_WAKE).await;
         let handoff = first_grant.lock().unwrap().map(|t| signed_s(released, t) * 1000.0);
         for t in &tasks {
             t.abort();
         }
         close_all(&clients).await;
         let failed = failures.lock().unwrap().clone();
-        let req = ((per_s(reads) - per_s(base_reads)) / waiting.max(1) as f64).max(0.0);
-        let cpu_s = (per_s(cpu) - per_s(base_cpu)).max(0.0);
+        let req = ((per_s(reads) - base.0) / waiting.max(1) as f64).max(0.0);
+        let cpu_s = (per_s(cpu) - base.1).max(0.0);
         let wake = wake_reads / waiting.max(1) as f64;
         log.at(format!(
             "{n} waiters ({waiting} opened): {req:.2} requests/s each while waiting, server CPU {cpu_s:.1} ms/s beyond the holder's; \
@@ -117,29 +193,15 @@ pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measurement> {
             failed.len(),
             failed.first().map(|e| format!(" ({e})")).unwrap_or_default()
         ));
-        h.values.insert(format!("requests_per_waiter_s@{n}"), req);
-        h.values.insert(format!("server_cpu_ms_s@{n}"), cpu_s);
-        h.values.insert(format!("wake_requests_per_waiter@{n}"), wake);
-        if let Some(ms) = handoff {
-            h.values.insert(format!("handoff_ms@{n}"), ms);
-        }
-        h.values.insert(format!("failed@{n}"), (failed.len() + open_errors.len()) as f64);
-        if early > 0 {
-            h.notes.push(format!("{n} waiters: {early} granted while the holder held the key"));
-        }
-        if !failed.is_empty() || !open_errors.is_empty() {
-            h.notes.push(format!(
-                "{n} waiters: {} failed: {}",
-                failed.len() + open_errors.len(),
-                open_errors.first().or(failed.first()).cloned().unwrap_or_default()
-            ));
-        }
-        rounds.push(n);
-        cells.push((if waiting < n { format!("{n} ({waiting} opened)") } else { n.to_string() }, req, cpu_s, wake));
+        Ok(Round { waiting, req, cpu_s, wake, handoff, early, failed, open_errors })
     }
-    holder.close().await;
+}
+
+/// The figure: per step, the waiters, requests/s each, server CPU and requests after a
+/// release.
+fn figure(cells: &[(String, f64, f64, f64)]) -> String {
     let list = |f: &dyn Fn(&(String, f64, f64, f64)) -> String| cells.iter().map(f).collect::<Vec<_>>().join("/");
-    h.figure = if cells.is_empty() {
+    if cells.is_empty() {
         "not measured".into()
     } else {
         format!(
@@ -149,12 +211,7 @@ pub async fn herd(ctx: &Ctx, sizes: &[usize]) -> anyhow::Result<Measurement> {
             list(&|c| format!("{:.1}", c.2)),
             list(&|c| format!("{:.2}", c.3))
         )
-    };
-    // Evidence needs waiters that waited: every step run, none granted early.
-    h.ok = !cells.is_empty() && !h.notes.iter().any(|n| n.contains("granted while the holder"));
-    let about = json!({ "waiters": rounds, "window_s": HERD_WINDOW.as_secs_f64(), "settle_s": HERD_SETTLE.as_secs_f64(), "holder_ttl_s": ttl.as_secs_f64(),
-        "baseline_requests_s": per_s(base_reads), "baseline_server_cpu_ms_s": per_s(base_cpu), "servers": pids.len() });
-    Ok((h, log.evidence(about)))
+    }
 }
 
 async fn close_all(clients: &[Arc<dyn DistLock>]) {
