@@ -8,7 +8,7 @@ use dlbench_core::DistLock;
 use futures::StreamExt;
 use serde_json::json;
 
-use super::{hit, raise_nofile, signed_s, window, Log, Measurement};
+use super::{hit, raise_nofile, signed_s, split, window, Log, Measurement};
 use crate::scenario::scripts::{opts, Ctx};
 
 /// The waiter counts U7 steps through by default.
@@ -130,14 +130,8 @@ impl Herd<'_> {
         let key = ctx.key(&format!("U7-{n}"));
         let opened: Vec<Result<Box<dyn DistLock>, _>> =
             futures::stream::iter(0..n).map(|_| ctx.backend.client()).buffer_unordered(50).collect().await;
-        let mut clients: Vec<Arc<dyn DistLock>> = Vec::new();
-        let mut open_errors = Vec::new();
-        for c in opened {
-            match c {
-                Ok(c) => clients.push(Arc::from(c)),
-                Err(e) => open_errors.push(e.to_string()),
-            }
-        }
+        let (clients, open_errors) = split(opened);
+        let clients: Vec<Arc<dyn DistLock>> = clients.into_iter().map(Arc::from).collect();
         if !open_errors.is_empty() {
             log.at(format!("{n} waiters: {} could not open a client: {}", open_errors.len(), open_errors[0]));
         }

@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlbench_core::{DistLock, Expiry};
+use dlbench_core::{Backend, DistLock, Expiry, Lease, LockError};
 use futures::StreamExt;
 use serde_json::json;
 
-use super::{hit, raise_nofile, window_bytes, Log, Measurement};
+use super::{hit, raise_nofile, split, window_bytes, Log, Measurement};
 use crate::scenario::scripts::{opts, Ctx, TTL};
 
 /// How many locks U3 keeps alive at once by default.
@@ -34,60 +34,11 @@ pub async fn keepalive_scale(ctx: &Ctx, locks: usize) -> anyhow::Result<Measurem
     log.at(format!("idle: clients sent {:.0} bytes/s, server CPU {:.1} ms/s", per_s(base_bytes, Duration::from_secs(2)), per_s(base_cpu, Duration::from_secs(2))));
     let n = if mode == "per-client" && locks as u64 * 3 > nofile / 2 { (nofile / 6) as usize } else { locks };
     let by_extend = shared.capabilities().expiry == Expiry::Ttl;
-    let opened: Vec<_> = futures::stream::iter(0..n)
-        .map(|i| {
-            let shared = shared.clone();
-            let key = ctx.key(&format!("U3-{i}"));
-            async move {
-                let c: Arc<dyn DistLock> = Arc::from(shared.client().await?);
-                let l = c.acquire(&key, &opts(ttl, Duration::from_secs(10))).await?;
-                Ok::<_, dlbench_core::LockError>((c, l))
-            }
-        })
-        .buffer_unordered(50)
-        .collect()
-        .await;
-    let mut held = Vec::new();
-    let mut failed_open = Vec::new();
-    for o in opened {
-        match o {
-            Ok(x) => held.push(x),
-            Err(e) => failed_open.push(e.to_string()),
-        }
-    }
+    let (held, failed_open) = split(take(ctx, &shared, n, ttl).await);
     log.at(format!("{} of {n} locks taken ({mode} connections){}", held.len(), failed_open.first().map(|e| format!("; first failure: {e}")).unwrap_or_default()));
-    let renew_ok = Arc::new(AtomicU64::new(0));
-    let renew_failed = Arc::new(AtomicU64::new(0));
-    let lost = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new(Counts::default());
     let until = Instant::now() + SCALE_WINDOW;
-    let keepers: Vec<_> = held
-        .into_iter()
-        .map(|(c, mut l)| {
-            let (renew_ok, renew_failed, lost) = (renew_ok.clone(), renew_failed.clone(), lost.clone());
-            tokio::spawn(async move {
-                let mut signal = l.lost.clone();
-                let mut was_lost = false;
-                while Instant::now() < until {
-                    let tick = tokio::time::sleep(ttl / 3);
-                    tokio::select! {
-                        _ = signal.lost(), if !was_lost => { was_lost = true; }
-                        _ = tick => {
-                            if by_extend {
-                                match c.extend(&mut l, ttl).await {
-                                    Ok(()) => { renew_ok.fetch_add(1, Ordering::Relaxed); }
-                                    Err(_) => { renew_failed.fetch_add(1, Ordering::Relaxed); was_lost = true; }
-                                }
-                            }
-                        }
-                    }
-                }
-                if was_lost || l.lost.is_lost() {
-                    lost.fetch_add(1, Ordering::Relaxed);
-                }
-                (c, l)
-            })
-        })
-        .collect();
+    let keepers: Vec<_> = held.into_iter().map(|(c, l)| tokio::spawn(keep_alive(c, l, until, by_extend, counts.clone()))).collect();
     let (_, bytes, cpu) = window_bytes(net, &pids, SCALE_WINDOW).await;
     let mut back = Vec::new();
     for k in keepers {
@@ -96,14 +47,9 @@ pub async fn keepalive_scale(ctx: &Ctx, locks: usize) -> anyhow::Result<Measurem
         }
     }
     let kept = back.len();
-    futures::stream::iter(back)
-        .for_each_concurrent(100, |(c, l)| async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), c.release(l)).await;
-            let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
-        })
-        .await;
-    let lost = lost.load(Ordering::Relaxed);
-    let (ok, failed) = (renew_ok.load(Ordering::Relaxed), renew_failed.load(Ordering::Relaxed));
+    release_all(back).await;
+    let lost = counts.lost.load(Ordering::Relaxed);
+    let (ok, failed) = (counts.renew_ok.load(Ordering::Relaxed), counts.renew_failed.load(Ordering::Relaxed));
     let scale = 1000.0 / kept.max(1) as f64;
     // Bytes, not reads: over shared connections many requests travel in one read.
     let kib = (per_s(bytes, SCALE_WINDOW) - per_s(base_bytes, Duration::from_secs(2))).max(0.0) * scale / 1024.0;
@@ -129,4 +75,65 @@ pub async fn keepalive_scale(ctx: &Ctx, locks: usize) -> anyhow::Result<Measurem
     h.ok = kept > 0;
     let about = json!({ "locks": n, "ttl_s": ttl.as_secs_f64(), "window_s": SCALE_WINDOW.as_secs_f64(), "connections": mode, "kept_alive_by": if by_extend { "extend every TTL/3" } else { "the session's keep-alive" } });
     Ok((h, log.evidence(about)))
+}
+
+/// Take `n` locks, each by its own client of `shared`.
+async fn take(ctx: &Ctx, shared: &Arc<dyn Backend>, n: usize, ttl: Duration) -> Vec<Result<(Arc<dyn DistLock>, Lease), LockError>> {
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let shared = shared.clone();
+            let key = ctx.key(&format!("U3-{i}"));
+            async move {
+                let c: Arc<dyn DistLock> = Arc::from(shared.client().await?);
+                let l = c.acquire(&key, &opts(ttl, Duration::from_secs(10))).await?;
+                Ok::<_, LockError>((c, l))
+            }
+        })
+        .buffer_unordered(50)
+        .collect()
+        .await
+}
+
+/// What the keep-alives counted together.
+#[derive(Default)]
+struct Counts {
+    renew_ok: AtomicU64,
+    renew_failed: AtomicU64,
+    lost: AtomicU64,
+}
+
+/// Keep one lock alive until `until` (extending every third of the TTL when `by_extend`,
+/// else only watching its lost signal); counts it lost if it was.
+async fn keep_alive(c: Arc<dyn DistLock>, mut l: Lease, until: Instant, by_extend: bool, counts: Arc<Counts>) -> (Arc<dyn DistLock>, Lease) {
+    let ttl = TTL;
+    let mut signal = l.lost.clone();
+    let mut was_lost = false;
+    while Instant::now() < until {
+        let tick = tokio::time::sleep(ttl / 3);
+        tokio::select! {
+            _ = signal.lost(), if !was_lost => { was_lost = true; }
+            _ = tick => {
+                if by_extend {
+                    match c.extend(&mut l, ttl).await {
+                        Ok(()) => { counts.renew_ok.fetch_add(1, Ordering::Relaxed); }
+                        Err(_) => { counts.renew_failed.fetch_add(1, Ordering::Relaxed); was_lost = true; }
+                    }
+                }
+            }
+        }
+    }
+    if was_lost || l.lost.is_lost() {
+        counts.lost.fetch_add(1, Ordering::Relaxed);
+    }
+    (c, l)
+}
+
+/// Release every lock and close its client, 100 at a time, 5 s at most each.
+async fn release_all(held: Vec<(Arc<dyn DistLock>, Lease)>) {
+    futures::stream::iter(held)
+        .for_each_concurrent(100, |(c, l)| async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.release(l)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
+        })
+        .await;
 }

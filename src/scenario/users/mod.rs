@@ -86,6 +86,19 @@ fn hit(ctx: &Ctx, entry: &str, case: &str) -> Hit {
     }
 }
 
+/// The successes of `results`, and each failure's message.
+fn split<T, E: std::fmt::Display>(results: Vec<Result<T, E>>) -> (Vec<T>, Vec<String>) {
+    let mut ok = Vec::new();
+    let mut failed = Vec::new();
+    for r in results {
+        match r {
+            Ok(x) => ok.push(x),
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    (ok, failed)
+}
+
 /// CPU time (ms) used so far by the servers `pids` and every process they started (the
 /// cost probe's accounting, `cost::groups_cpu_us`); 0 when none is running.
 fn server_cpu_ms(pids: &[i32]) -> f64 {
