@@ -33,18 +33,9 @@ pub async fn erosion(ctx: &Ctx, case: &str, how: Erosion) -> anyhow::Result<Meas
     let nodes: Vec<_> = ctx.target.nodes_of(ctx.kind).into_iter().filter(|n| !n.replica).collect();
     anyhow::ensure!(nodes.len() == 5, "redlock needs its five nodes");
     let log = Log::new();
-    let restart_all = |args: &'static [&'static str]| async move {
-        for n in ctx.target.nodes_of(ctx.kind) {
-            n.set_extra_args(args);
-            n.kill();
-            n.start()?;
-        }
-        ctx.target.wait_healthy(ctx.kind).await?;
-        Ok::<_, anyhow::Error>(())
-    };
     const FSYNC: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
     if how == Erosion::Fsync {
-        restart_all(FSYNC).await?;
+        restart_all(ctx, FSYNC).await?;
         log.at("every node restarted with appendonly yes, appendfsync always");
     }
     let rounds = if how == Erosion::Delayed { 4 } else { 10 };
@@ -67,29 +58,12 @@ pub async fn erosion(ctx: &Ctx, case: &str, how: Erosion) -> anyhow::Result<Meas
                 ctx.target.wait_healthy(ctx.kind).await?;
                 log.at(format!("round {round}: {} killed and restarted", n.name));
             }
-            // A fresh client each try: no connection of it saw the node before the restart.
-            let contender = match ctx.backend.client().await {
-                Ok(c) => c,
-                Err(e) => {
-                    log.at(format!("round {round}: another client could not connect: {e}"));
-                    continue;
-                }
-            };
-            let r = contender.acquire(&key, &opts(ttl, Duration::ZERO)).await;
-            let now = Instant::now();
-            if let Ok(l) = r {
+            if let Some(double) = contend(ctx, &key, lease.valid_until, round, &log).await {
                 contender_grants += 1;
-                let double = now < lease.valid_until;
                 if double {
                     doubles += 1;
                 }
-                log.at(format!(
-                    "round {round}: another client was granted the lock{}",
-                    if double { format!(" with {:.2} s of the holder's validity left: a double grant", signed_s(now, lease.valid_until)) } else { " after the holder's validity".into() }
-                ));
-                let _ = contender.release(l).await;
             }
-            contender.close().await;
         }
         if !down.is_empty() {
             // The delayed restart: a TTL after the crash, when the key has expired anyway.
@@ -105,7 +79,7 @@ pub async fn erosion(ctx: &Ctx, case: &str, how: Erosion) -> anyhow::Result<Meas
         holder.close().await;
     }
     if how == Erosion::Fsync {
-        restart_all(&[]).await?;
+        restart_all(ctx, &[]).await?;
         log.at("every node restarted as before, without persistence");
     }
     let mut h = hit(ctx, "U4", case);
@@ -120,4 +94,42 @@ pub async fn erosion(ctx: &Ctx, case: &str, how: Erosion) -> anyhow::Result<Meas
     h.ok = restarts > 0 && (doubles > 0) == expect_doubles;
     let about = json!({ "ttl_s": ttl.as_secs_f64(), "rounds": rounds, "restarted_per_round": 3, "nodes": 5 });
     Ok((h, log.evidence(about)))
+}
+
+/// Restart every node with `args` (kill, start) and wait until they are healthy.
+async fn restart_all(ctx: &Ctx, args: &'static [&'static str]) -> anyhow::Result<()> {
+    for n in ctx.target.nodes_of(ctx.kind) {
+        n.set_extra_args(args);
+        n.kill();
+        n.start()?;
+    }
+    ctx.target.wait_healthy(ctx.kind).await?;
+    Ok(())
+}
+
+/// Another client tries for `key` once, without waiting; `Some(double)` when it was granted
+/// it, a double grant if the holder's validity (`valid_until`) had not ended.
+async fn contend(ctx: &Ctx, key: &str, valid_until: Instant, round: i32, log: &Log) -> Option<bool> {
+    // A fresh client each try: no connection of it saw the node before the restart.
+    let contender = match ctx.backend.client().await {
+        Ok(c) => c,
+        Err(e) => {
+            log.at(format!("round {round}: another client could not connect: {e}"));
+            return None;
+        }
+    };
+    let r = contender.acquire(key, &opts(TTL, Duration::ZERO)).await;
+    let now = Instant::now();
+    let mut granted = None;
+    if let Ok(l) = r {
+        let double = now < valid_until;
+        log.at(format!(
+            "round {round}: another client was granted the lock{}",
+            if double { format!(" with {:.2} s of the holder's validity left: a double grant", signed_s(now, valid_until)) } else { " after the holder's validity".into() }
+        ));
+        let _ = contender.release(l).await;
+        granted = Some(double);
+    }
+    contender.close().await;
+    granted
 }
