@@ -62,7 +62,7 @@ pub fn plan(ids: &str, backends: &str) -> anyhow::Result<(Vec<(&'static str, Bac
 pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
     let (mut pairs, mut skipped) = plan(&a.ids, &a.backends)?;
     // U6 needs PgBouncer: said before anything starts, and the rest still runs.
-    if pairs.iter().any(|(id, _)| *id == "U6") && super::users::pgbouncer_bin().is_none() {
+    if pairs.iter().any(|(id, _)| *id == "U6") && super::users::pgbouncer::pgbouncer_bin().is_none() {
         pairs.retain(|(id, _)| *id != "U6");
         skipped.push("U6 needs pgbouncer, which is not installed: apt-get install pgbouncer (scripts/setup.sh installs it)".into());
         anyhow::ensure!(!pairs.is_empty(), "U6 needs pgbouncer, which is not installed: apt-get install pgbouncer (scripts/setup.sh installs it)");

@@ -247,33 +247,7 @@ pub async fn run_entry(
             phases.push(p);
             observed.push((String::new(), o));
         }
-        "U1" => {
-            for loss in users::losses(ctx.backend.capabilities().expiry) {
-                hits.push(users::notice(&ctx, loss).await?);
-            }
-        }
-        "U6" => {
-            for (case, mode, xact, trouble) in users::poolings(kind) {
-                hits.push(users::pgbouncer(&ctx, case, mode, xact, trouble).await?);
-            }
-        }
-        "U2" => {
-            for (case, how) in users::STARVES {
-                hits.push(users::starved_holder(&ctx, case, how).await?);
-            }
-        }
-        "U3" => hits.push(users::keepalive_scale(&ctx, sizes.locks).await?),
-        "U4" => {
-            for (case, how) in users::EROSIONS {
-                hits.push(users::erosion(&ctx, case, how).await?);
-            }
-        }
-        "U5" => {
-            for (case, delay) in users::SLOW_REPLIES {
-                hits.push(users::slow_grant(&ctx, case, delay).await?);
-            }
-        }
-        "U7" => hits.push(users::herd(&ctx, &sizes.waiters).await?),
+        "U1" | "U2" | "U3" | "U4" | "U5" | "U6" | "U7" => hits = users::run(&ctx, id, sizes).await?,
         other => anyhow::bail!("no scenario {other}"),
     }
     // Every entry ends healed: nodes running and resumed, links open, clocks back, healthy.

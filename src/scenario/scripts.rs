@@ -345,46 +345,14 @@ pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Resul
     let mut sv = st.resource.enter_lease(0, &lease);
     sv.read();
     let n3 = nodes[2].clone();
-    match how {
-        Forget::ClockJump => {
-            let f = n3.clock_file.as_ref().ok_or_else(|| anyhow::anyhow!("{} does not run under the clock shim", n3.name))?;
-            clock::set_offset(f, ttl.as_millis() as i64 * 2)?;
-            st.event("clock", "start", &[&n3.name]);
-            tokio::time::sleep(Duration::from_millis(300)).await; // the shim re-reads every 50 ms
-        }
-        Forget::RestartNow | Forget::RestartAfterTtl => {
-            n3.kill();
-            st.event("kill", "start", &[&n3.name]);
-            if how == Forget::RestartNow {
-                n3.start()?;
-                ctx.target.wait_healthy(ctx.kind).await?;
-                st.event("kill", "end", &[&n3.name]);
-            }
-        }
-    }
+    forget(&st, &n3, how, ttl).await?;
     // The next client tries while the holder still works; the holder stops using the lock
     // once its validity is nearly over, as a careful Redlock user does.
     let key = st.key.clone();
-    let next_try = async {
-        let deadline = Instant::now() + ttl * 3;
-        loop {
-            match next.acquire(&key, &opts(ttl, Duration::from_millis(500))).await {
-                Ok(l) => return Some(l),
-                Err(_) if Instant::now() < deadline => continue,
-                Err(_) => return None,
-            }
-        }
-    };
+    let next_try = try_quorum(&next, &key, ttl);
     let until = lease.valid_until.checked_sub(Duration::from_millis(500)).unwrap_or(lease.valid_until);
     let holder_done = tokio::time::sleep_until(until.into());
-    let restart_later = async {
-        if how == Forget::RestartAfterTtl {
-            tokio::time::sleep(ttl + Duration::from_secs(1)).await;
-            if n3.start().is_ok() {
-                let _ = ctx.target.wait_healthy(ctx.kind).await;
-            }
-        }
-    };
+    let restart_later = restart_after_ttl(ctx, &n3, how, ttl);
     tokio::pin!(next_try);
     let mut next_done = false;
     let mut holder_finished = false;
@@ -429,6 +397,52 @@ pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Resul
     holder.client.close().await;
     next.client.close().await;
     Ok(st.finish())
+}
+
+/// Node 3 forgets the holder: its clock jumps past the TTL, or it is killed (and, for
+/// `RestartNow`, restarted at once).
+async fn forget(st: &Stage<'_>, n3: &Node, how: Forget, ttl: Duration) -> anyhow::Result<()> {
+    match how {
+        Forget::ClockJump => {
+            let f = n3.clock_file.as_ref().ok_or_else(|| anyhow::anyhow!("{} does not run under the clock shim", n3.name))?;
+            clock::set_offset(f, ttl.as_millis() as i64 * 2)?;
+            st.event("clock", "start", &[&n3.name]);
+            tokio::time::sleep(Duration::from_millis(300)).await; // the shim re-reads every 50 ms
+        }
+        Forget::RestartNow | Forget::RestartAfterTtl => {
+            n3.kill();
+            st.event("kill", "start", &[&n3.name]);
+            if how == Forget::RestartNow {
+                n3.start()?;
+                st.ctx.target.wait_healthy(st.ctx.kind).await?;
+                st.event("kill", "end", &[&n3.name]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The next client tries for a quorum, half a second at a time, for three TTLs.
+async fn try_quorum(next: &Actor, key: &str, ttl: Duration) -> Option<Lease> {
+    let deadline = Instant::now() + ttl * 3;
+    loop {
+        match next.acquire(key, &opts(ttl, Duration::from_millis(500))).await {
+            Ok(l) => return Some(l),
+            Err(_) if Instant::now() < deadline => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// S4's delayed restart: node 3 starts again a TTL and a second after it was killed
+/// (nothing to do for the other ways to forget).
+async fn restart_after_ttl(ctx: &Ctx, n3: &Node, how: Forget, ttl: Duration) {
+    if how == Forget::RestartAfterTtl {
+        tokio::time::sleep(ttl + Duration::from_secs(1)).await;
+        if n3.start().is_ok() {
+            let _ = ctx.target.wait_healthy(ctx.kind).await;
+        }
+    }
 }
 
 /// S5 on Redis: the holder's SET (and fencing INCR) reach the primary but not its replica;
@@ -501,42 +515,19 @@ pub async fn expired_waiter(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
         }
         r
     };
-    let epoch = st.epoch();
-    let history = ctx.history.clone();
-    let mark = move |phase: &str| {
-        let ns = epoch.elapsed().as_nanos() as u64;
-        history.record(&Record::Nemesis { f: "client-partition".into(), phase: phase.into(), targets: vec!["waiter".into()], ns, detail: String::new() });
-        ns
-    };
     let fault = async {
         tokio::time::sleep(Duration::from_millis(500)).await; // the waiter is queued
         net.cut_clients(group, &nodes);
-        let a = mark("start");
+        st.event("client-partition", "start", &["waiter"]);
         tokio::time::sleep(TTL * 2 + Duration::from_secs(1)).await;
         net.heal();
-        let b = mark("end");
+        st.event("client-partition", "end", &["waiter"]);
         tokio::time::sleep(Duration::from_millis(500)).await;
-        (a, b)
     };
-    let (r, (a, b)) = tokio::join!(wait, async {
-        let evs = fault.await;
+    let (r, ()) = tokio::join!(wait, async {
+        fault.await;
         let _ = holder.release(lease).await;
-        evs
     });
-    st.extend_events(
-        [("start", a), ("end", b)]
-            .into_iter()
-            .map(|(phase, ns)| NemesisEvent {
-                backend: String::new(),
-                workload: String::new(),
-                f: "client-partition".into(),
-                phase: phase.into(),
-                targets: vec!["waiter".into()],
-                at_ms: ns / 1_000_000,
-                detail: String::new(),
-            })
-            .collect(),
-    );
     let acquired = r.is_ok();
     match &r {
         Ok(_) => st.note("the waiter was told it holds the lock after its session expired"),
