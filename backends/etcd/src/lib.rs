@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
+    AcquireOptions, Backend, Capabilities, Connections, DistLock, Expiry, GrantedTtl,
     Lease, LeaseHandle, LockError, WaitStyle,
 };
 use etcd_client::{
@@ -170,16 +170,9 @@ impl Backend for EtcdBackend {
         }
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            fencing: true,
-            fifo: true,
-            expiry: Expiry::Session,
-            wait: WaitStyle::Watch,
-            // The waiter-side lock-delay lives in the client recipe; v3lock's waiting
-            // happens inside the member.
-            lock_delay: self.recipe == Recipe::Client,
-        }
+        // The waiter-side lock-delay lives in the client recipe; v3lock's waiting happens
+        // inside the member.
+        Capabilities::cp(Expiry::Session, WaitStyle::Watch).with_fifo().with_lock_delay(self.recipe == Recipe::Client)
     }
     /// A lease granted and revoked at once: the TTL the server answers is the one it keeps
     /// (rounded up to seconds, raised to its minimum of about 1.5 election timeouts).
@@ -193,10 +186,7 @@ impl Backend for EtcdBackend {
         Ok(GrantedTtl::Session { ms: granted.ttl().max(1) as u64 * 1000 })
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let client = match self.connections {
-            Connections::Shared => self.client.clone(),
-            Connections::PerClient => open(&self.config).await?,
-        };
+        let client = self.connections.pick(&self.client, || open(&self.config)).await?;
         let lock = EtcdLock { client, config: self.config.clone(), session: Mutex::new(None) };
         Ok(match self.recipe {
             Recipe::Client => Box::new(lock),
@@ -653,15 +643,8 @@ impl DistLock for EtcdLock {
                 }
             }
         }
-        Ok(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(my_rev as u64)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            valid_until: session.valid_until(),
-            handle: LeaseHandle::new(my_key).with_data(Claim { lease_id: session.lease_id, create_revision: my_rev }),
-            lost: session.lost.subscribe(),
-        })
+        let handle = LeaseHandle::new(my_key).with_data(Claim { lease_id: session.lease_id, create_revision: my_rev });
+        Ok(Lease::granted(key, Some(my_rev as u64), invoked_at, session.valid_until(), handle).with_lost(session.lost.subscribe()))
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
@@ -774,15 +757,8 @@ impl DistLock for V3Lock {
         // The revision at which the member saw the lock held: it follows every earlier
         // holder's release, so it grows with each grant of the key, as a fencing token must.
         let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
-        Ok(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(rev as u64)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            valid_until: session.valid_until(),
-            handle: LeaseHandle::new(claim_key).with_data(Claim { lease_id: session.lease_id, create_revision: rev }),
-            lost: session.lost.subscribe(),
-        })
+        let handle = LeaseHandle::new(claim_key).with_data(Claim { lease_id: session.lease_id, create_revision: rev });
+        Ok(Lease::granted(key, Some(rev as u64), invoked_at, session.valid_until(), handle).with_lost(session.lost.subscribe()))
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
