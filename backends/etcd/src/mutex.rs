@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use dlbench_core::{AcquireOptions, DistLock, Lease, LeaseHandle, LockError};
+use dlbench_core::{AcquireOptions, DistLock, Lease, LeaseHandle, LockError, LostSignal};
 use etcd_client::{
     Client, Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
-    WatchFilterType, WatchOptions,
+    WatchFilterType, WatchOptions, WatchStream,
 };
 use tokio::sync::Mutex;
 
@@ -146,18 +146,24 @@ impl EtcdLock {
                     continue; // deleted in the gap: look again
                 }
             }
-            loop {
-                tokio::select! {
-                    reason = lost.lost() => return Err(LockError::SessionLost(reason)),
-                    msg = stream.message() => match msg {
-                        Ok(Some(r)) => {
-                            if r.canceled() || r.events().iter().any(|ev| ev.event_type() == EventType::Delete) {
-                                break; // deleted, or the watch was cancelled: look again
-                            }
-                        }
-                        Ok(None) | Err(_) => break, // stream ended: look again
+            until_deleted(&mut stream, &mut lost).await?;
+        }
+    }
+}
+
+/// Follow a watch on a predecessor until it reports the key deleted, is cancelled or ends
+/// (the caller then looks again); `SessionLost` if our session goes meanwhile.
+async fn until_deleted(stream: &mut WatchStream, lost: &mut LostSignal) -> Result<(), LockError> {
+    loop {
+        tokio::select! {
+            reason = lost.lost() => return Err(LockError::SessionLost(reason)),
+            msg = stream.message() => match msg {
+                Ok(Some(r)) => {
+                    if r.canceled() || r.events().iter().any(|ev| ev.event_type() == EventType::Delete) {
+                        return Ok(()); // deleted, or the watch was cancelled: look again
                     }
                 }
+                Ok(None) | Err(_) => return Ok(()), // stream ended: look again
             }
         }
     }
@@ -203,13 +209,20 @@ impl EtcdLock {
     }
 }
 
-#[async_trait]
-impl DistLock for EtcdLock {
-    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
-        let invoked_at = Instant::now();
-        let deadline = invoked_at + opts.wait;
-        tracing::debug!("etcd acquire {key}: session");
-        let session = self.session(opts.ttl).await?;
+/// Our place in a lock's queue, as the claiming transaction found it.
+struct Queued {
+    /// `<name>/`: every claim on the lock.
+    pfx: String,
+    /// Our claim's key and create revision.
+    my_key: String,
+    my_rev: i64,
+    /// The oldest claim (lease, create revision): the holder, perhaps us; `None` when none.
+    owner: Option<(i64, i64)>,
+}
+
+impl EtcdLock {
+    /// Put our claim on `key` if absent, in one transaction that also reads the oldest claim.
+    async fn enqueue(&self, key: &str, session: &Session) -> Result<Queued, LockError> {
         tracing::debug!("etcd acquire {key}: txn with lease {:x}", session.lease_id);
         let pfx = format!("{key}/");
         let my_key = format!("{pfx}{:x}", session.lease_id);
@@ -225,10 +238,9 @@ impl DistLock for EtcdLock {
             ])
             .or_else([TxnOp::get(my_key.as_str(), None), TxnOp::get(pfx.as_str(), Some(first_create))]);
         let kv = self.client.kv_client();
-        let rt = self.config.request_timeout;
         // Retrying is safe: if an earlier attempt created our key, the retry finds it (the
         // else branch) and carries on with it.
-        let (resp, attempts) = retrying(rt, || {
+        let (resp, attempts) = retrying(self.config.request_timeout, || {
             let mut kv = kv.clone();
             let txn = txn.clone();
             async move { kv.txn(txn).await }
@@ -247,65 +259,82 @@ impl DistLock for EtcdLock {
         } else {
             ops.first().and_then(first_kv_rev).ok_or_else(|| LockError::SessionLost("own key vanished".into()))?
         };
-        let owner_rev = ops.get(1).and_then(first_kv_rev);
-        let held_now = owner_rev.is_none() || owner_rev == Some(my_rev);
+        let owner = ops.get(1).and_then(first_kv).map(|kv| (kv.lease(), kv.create_revision()));
+        Ok(Queued { pfx, my_key, my_rev, owner })
+    }
+
+    /// Wait, until `deadline`, for every older claim to go (and the lock-delay, if asked),
+    /// then check our claim survived the wait. On failure the claim is withdrawn.
+    async fn wait_turn(&self, key: &str, q: &Queued, opts: &AcquireOptions, deadline: Instant, session: &Session) -> Result<(), LockError> {
+        let my_rev = q.my_rev;
+        tracing::debug!("etcd acquire {key}: waiting behind rev {my_rev}");
+        let wait_and_delay = async {
+            let gone = self.wait_predecessors(&q.pfx, my_rev, session, q.owner).await?;
+            if !opts.lock_delay.is_zero() {
+                self.lock_delay(&gone, opts.lock_delay, session).await?;
+            }
+            Ok(())
+        };
+        let waited = tokio::time::timeout_at(deadline.into(), wait_and_delay).await;
+        tracing::debug!("etcd acquire {key}: waited: {:?}", waited.as_ref().map(|r| r.as_ref().err()));
+        let failure = match waited {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(_) => Some(LockError::Timeout(opts.wait)),
+        };
+        if let Some(err) = failure {
+            if matches!(err, LockError::SessionLost(_)) {
+                return Err(err);
+            }
+            return match self.withdraw(session, &q.my_key, my_rev).await {
+                Ok(()) => Err(err),
+                Err(()) => Err(LockError::Indeterminate(format!("{err}; claim withdrawal failed, session ended"))),
+            };
+        }
+        // Make sure the session did not expire while we waited: the key must still be ours.
+        tracing::debug!("etcd acquire {key}: re-reading own key");
+        let kv = self.client.kv_client();
+        let check = retrying(self.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let k = q.my_key.clone();
+            async move { kv.get(k, None).await }
+        })
+        .await
+        .0;
+        tracing::debug!("etcd acquire {key}: re-read done");
+        match check {
+            Ok(r) if r.kvs().first().map(|kv| kv.create_revision()) == Some(my_rev) => Ok(()),
+            Ok(_) => Err(LockError::SessionLost("lock key gone after waiting: session expired".into())),
+            Err(e) => Err(match self.withdraw(session, &q.my_key, my_rev).await {
+                Ok(()) => definite(e, &self.config),
+                Err(()) => LockError::Indeterminate(format!("{e}; claim withdrawal failed, session ended")),
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl DistLock for EtcdLock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let deadline = invoked_at + opts.wait;
+        tracing::debug!("etcd acquire {key}: session");
+        let session = self.session(opts.ttl).await?;
+        let q = self.enqueue(key, &session).await?;
+        let held_now = q.owner.is_none_or(|(_, rev)| rev == q.my_rev);
         if !held_now {
             if opts.wait.is_zero() {
-                return match self.withdraw(&session, &my_key, my_rev).await {
+                return match self.withdraw(&session, &q.my_key, q.my_rev).await {
                     Ok(()) => Err(LockError::Busy),
                     // The claim may stay until the lease expires, and become the holder
                     // meanwhile: nobody can say this acquire had no effect.
                     Err(()) => Err(LockError::Indeterminate("could not withdraw claim; session ended".into())),
                 };
             }
-            tracing::debug!("etcd acquire {key}: waiting behind rev {my_rev}");
-            let owner = ops.get(1).and_then(first_kv).map(|kv| (kv.lease(), kv.create_revision()));
-            let wait_and_delay = async {
-                let gone = self.wait_predecessors(&pfx, my_rev, &session, owner).await?;
-                if !opts.lock_delay.is_zero() {
-                    self.lock_delay(&gone, opts.lock_delay, &session).await?;
-                }
-                Ok(())
-            };
-            let waited = tokio::time::timeout_at(deadline.into(), wait_and_delay).await;
-            tracing::debug!("etcd acquire {key}: waited: {:?}", waited.as_ref().map(|r| r.as_ref().err()));
-            let failure = match waited {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e),
-                Err(_) => Some(LockError::Timeout(opts.wait)),
-            };
-            if let Some(err) = failure {
-                if matches!(err, LockError::SessionLost(_)) {
-                    return Err(err);
-                }
-                return match self.withdraw(&session, &my_key, my_rev).await {
-                    Ok(()) => Err(err),
-                    Err(()) => Err(LockError::Indeterminate(format!("{err}; claim withdrawal failed, session ended"))),
-                };
-            }
-            // Make sure the session did not expire while we waited: the key must still be ours.
-            tracing::debug!("etcd acquire {key}: re-reading own key");
-            let check = retrying(rt, || {
-                let mut kv = kv.clone();
-                let k = my_key.clone();
-                async move { kv.get(k, None).await }
-            })
-            .await
-            .0;
-            tracing::debug!("etcd acquire {key}: re-read done");
-            match check {
-                Ok(r) if r.kvs().first().map(|kv| kv.create_revision()) == Some(my_rev) => {}
-                Ok(_) => return Err(LockError::SessionLost("lock key gone after waiting: session expired".into())),
-                Err(e) => {
-                    return Err(match self.withdraw(&session, &my_key, my_rev).await {
-                        Ok(()) => definite(e, &self.config),
-                        Err(()) => LockError::Indeterminate(format!("{e}; claim withdrawal failed, session ended")),
-                    });
-                }
-            }
+            self.wait_turn(key, &q, opts, deadline, &session).await?;
         }
-        let handle = LeaseHandle::new(my_key).with_data(Claim { lease_id: session.lease_id, create_revision: my_rev });
-        Ok(Lease::granted(key, Some(my_rev as u64), invoked_at, session.valid_until(), handle).with_lost(session.lost.subscribe()))
+        let handle = LeaseHandle::new(q.my_key).with_data(Claim { lease_id: session.lease_id, create_revision: q.my_rev });
+        Ok(Lease::granted(key, Some(q.my_rev as u64), invoked_at, session.valid_until(), handle).with_lost(session.lost.subscribe()))
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
