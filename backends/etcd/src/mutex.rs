@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use dlbench_core::{AcquireOptions, DistLock, Lease, LeaseHandle, LockError, LostSignal};
 use etcd_client::{
-    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, EventType, GetOptions, GetResponse, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse,
     WatchFilterType, WatchOptions, WatchStream,
 };
 use tokio::sync::Mutex;
 
-use crate::error::{definite, gone_on_retry, retrying, write_failed};
+use crate::error::{definite, gone_on_retry, retrying, write_failed, Attempts};
 use crate::session::Session;
 use crate::EtcdConfig;
 
@@ -41,6 +41,29 @@ fn first_kv_rev(r: &TxnOpResponse) -> Option<i64> {
 }
 
 impl EtcdLock {
+    /// One transaction, retried within the request timeout (see [`retrying`]).
+    async fn txn(&self, txn: Txn) -> (Result<TxnResponse, etcd_client::Error>, Attempts) {
+        let kv = self.client.kv_client();
+        retrying(self.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        })
+        .await
+    }
+
+    /// Read one key, retried within the request timeout.
+    pub(crate) async fn get(&self, key: &str) -> Result<GetResponse, etcd_client::Error> {
+        let kv = self.client.kv_client();
+        retrying(self.config.request_timeout, || {
+            let mut kv = kv.clone();
+            let key = key.to_string();
+            async move { kv.get(key, None).await }
+        })
+        .await
+        .0
+    }
+
     /// The current session, or a new one when there is none or it was lost.
     pub(crate) async fn session(&self, ttl: Duration) -> Result<Arc<Session>, LockError> {
         let mut guard = self.session.lock().await;
@@ -60,15 +83,7 @@ impl EtcdLock {
         let txn = Txn::new()
             .when([Compare::create_revision(my_key, CompareOp::Equal, my_rev)])
             .and_then([TxnOp::delete(my_key, None)]);
-        let kv = self.client.kv_client();
-        match retrying(self.config.request_timeout, || {
-            let mut kv = kv.clone();
-            let txn = txn.clone();
-            async move { kv.txn(txn).await }
-        })
-        .await
-        .0
-        {
+        match self.txn(txn).await.0 {
             Ok(_) => Ok(()),
             Err(_) => {
                 session.stop();
@@ -237,15 +252,9 @@ impl EtcdLock {
                 TxnOp::get(pfx.as_str(), Some(first_create.clone())),
             ])
             .or_else([TxnOp::get(my_key.as_str(), None), TxnOp::get(pfx.as_str(), Some(first_create))]);
-        let kv = self.client.kv_client();
         // Retrying is safe: if an earlier attempt created our key, the retry finds it (the
         // else branch) and carries on with it.
-        let (resp, attempts) = retrying(self.config.request_timeout, || {
-            let mut kv = kv.clone();
-            let txn = txn.clone();
-            async move { kv.txn(txn).await }
-        })
-        .await;
+        let (resp, attempts) = self.txn(txn).await;
         let resp = resp.map_err(|e| {
             // An attempt may have created our claim ("leader changed" does not say whether
             // the write was applied): end the session so such a claim expires with it
@@ -293,14 +302,7 @@ impl EtcdLock {
         }
         // Make sure the session did not expire while we waited: the key must still be ours.
         tracing::debug!("etcd acquire {key}: re-reading own key");
-        let kv = self.client.kv_client();
-        let check = retrying(self.config.request_timeout, || {
-            let mut kv = kv.clone();
-            let k = q.my_key.clone();
-            async move { kv.get(k, None).await }
-        })
-        .await
-        .0;
+        let check = self.get(&q.my_key).await;
         tracing::debug!("etcd acquire {key}: re-read done");
         match check {
             Ok(r) if r.kvs().first().map(|kv| kv.create_revision()) == Some(my_rev) => Ok(()),
@@ -344,13 +346,7 @@ impl DistLock for EtcdLock {
         let txn = Txn::new()
             .when([Compare::create_revision(lease.handle.id.as_str(), CompareOp::Equal, claim.create_revision)])
             .and_then([TxnOp::delete(lease.handle.id.as_str(), None)]);
-        let kv = self.client.kv_client();
-        let (resp, attempts) = retrying(self.config.request_timeout, || {
-            let mut kv = kv.clone();
-            let txn = txn.clone();
-            async move { kv.txn(txn).await }
-        })
-        .await;
+        let (resp, attempts) = self.txn(txn).await;
         let resp = resp.map_err(|e| write_failed(e, attempts, &self.config))?;
         if resp.succeeded() {
             Ok(())
@@ -373,16 +369,7 @@ impl DistLock for EtcdLock {
         // The session's keep-alive extends the lease; here we only confirm we still own it.
         let claim = lease.handle.data::<Claim>().ok_or_else(|| LockError::Config("not an etcd lease".into()))?;
         let checked_at = Instant::now();
-        let kv = self.client.kv_client();
-        let id = lease.handle.id.clone();
-        let r = retrying(self.config.request_timeout, || {
-            let mut kv = kv.clone();
-            let id = id.clone();
-            async move { kv.get(id, None).await }
-        })
-        .await
-        .0
-        .map_err(|e| definite(e, &self.config))?;
+        let r = self.get(&lease.handle.id).await.map_err(|e| definite(e, &self.config))?;
         if r.kvs().first().map(|kv| kv.create_revision()) == Some(claim.create_revision) {
             let ttl = self.session.lock().await.as_ref().map(|s| s.ttl).unwrap_or_default();
             lease.valid_until = checked_at + ttl;

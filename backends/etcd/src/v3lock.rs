@@ -71,16 +71,7 @@ impl DistLock for V3Lock {
     async fn extend(&self, lease: &mut Lease, _ttl: Duration) -> Result<(), LockError> {
         // The session's keep-alive extends the lease; here we only confirm the claim exists.
         let checked_at = Instant::now();
-        let kv = self.lock.client.kv_client();
-        let id = lease.handle.id.clone();
-        let r = retrying(self.lock.config.request_timeout, || {
-            let mut kv = kv.clone();
-            let id = id.clone();
-            async move { kv.get(id, None).await }
-        })
-        .await
-        .0
-        .map_err(|e| definite(e, &self.lock.config))?;
+        let r = self.lock.get(&lease.handle.id).await.map_err(|e| definite(e, &self.lock.config))?;
         if r.kvs().is_empty() {
             return Err(LockError::NotHeld(lease.handle.id.clone()));
         }
