@@ -398,3 +398,38 @@ pub trait Backend: Send + Sync {
         Ok(GrantedTtl::Lock { ms: requested.as_millis() as u64 })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_cp_is_the_common_case_and_the_builders_add_to_it() {
+        let c = Capabilities::cp(Expiry::Ttl, WaitStyle::Poll);
+        assert_eq!(
+            c,
+            Capabilities { consistency: Consistency::Cp, fencing: true, fifo: false, expiry: Expiry::Ttl, wait: WaitStyle::Poll, lock_delay: false }
+        );
+        let c = c.with_fifo().with_lock_delay(true);
+        assert!(c.fifo && c.lock_delay);
+    }
+
+    #[tokio::test]
+    async fn pick_shares_or_opens() {
+        let open = || async { Ok::<_, LockError>(2) };
+        assert_eq!(Connections::Shared.pick(&1, open).await, Ok(1));
+        assert_eq!(Connections::PerClient.pick(&1, open).await, Ok(2));
+    }
+
+    #[test]
+    fn a_granted_lease_has_no_lost_signal_until_given_one() {
+        let now = Instant::now();
+        let l = Lease::granted("k", Some(3), now, now + Duration::from_secs(1), LeaseHandle::new("me"));
+        assert_eq!((l.key.as_str(), l.token, l.handle.id.as_str()), ("k", Some(FencingToken(3)), "me"));
+        assert!(l.acquired_at >= now && !l.lost.is_lost());
+        let (tx, rx) = LostSignal::channel();
+        let l = l.with_lost(rx);
+        tx.lose("gone");
+        assert!(l.is_lost());
+    }
+}

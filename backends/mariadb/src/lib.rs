@@ -167,3 +167,19 @@ impl Table for MariaDialect {
         sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(pool).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_defaults_and_endpoint_errors_name_mariadb() {
+        let c = MariaConfig::new("db.example:3307");
+        assert_eq!((c.user.as_str(), c.database.as_str(), c.pool_size), ("dlbench", "dlbench", 16));
+        assert!(c.options().is_ok());
+        let e = MariaConfig::new("no-port").options().unwrap_err();
+        assert_eq!(e, LockError::Config("mariadb endpoint \"no-port\" is not host:port".into()));
+        assert_eq!(c.no_reply(true), LockError::Indeterminate("mariadb at db.example:3307: no reply in time".into()));
+        assert_eq!(c.connect_timed_out(), LockError::Unavailable("mariadb at db.example:3307: connect timed out".into()));
+    }
+}

@@ -157,3 +157,28 @@ impl Table for PgDialect {
         sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(pool).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_defaults_and_endpoint_errors_name_postgres() {
+        let c = PgConfig::new("db.example:5433");
+        assert_eq!((c.user.as_str(), c.database.as_str(), c.pool_size), ("postgres", "postgres", 16));
+        assert!(c.options().is_ok());
+        let e = PgConfig::new("no-port").options().unwrap_err();
+        assert_eq!(e, LockError::Config("postgres endpoint \"no-port\" is not host:port".into()));
+        assert_eq!(c.no_reply(true), LockError::Indeterminate("postgres at db.example:5433: no reply in time".into()));
+        assert_eq!(c.no_reply(false), LockError::Unavailable("postgres at db.example:5433: no reply in time".into()));
+    }
+
+    #[test]
+    fn a_refused_connection_is_unavailable_and_a_cut_one_unknown_only_after_a_write() {
+        let refused = || sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let reset = || sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(matches!(classify(refused(), true, "h:1"), LockError::Unavailable(_)));
+        assert!(matches!(classify(reset(), true, "h:1"), LockError::Indeterminate(_)));
+        assert!(matches!(classify(reset(), false, "h:1"), LockError::Unavailable(_)));
+    }
+}
