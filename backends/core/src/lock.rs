@@ -66,6 +66,26 @@ pub struct Capabilities {
     pub lock_delay: bool,
 }
 
+impl Capabilities {
+    /// What most backends promise: consistent (CP), fenced, not FIFO, no lock-delay; with
+    /// `expiry` and `wait` as given. The builders below add the rest.
+    pub const fn cp(expiry: Expiry, wait: WaitStyle) -> Self {
+        Capabilities { consistency: Consistency::Cp, fencing: true, fifo: false, expiry, wait, lock_delay: false }
+    }
+
+    /// Waiters are granted in arrival order.
+    pub const fn with_fifo(mut self) -> Self {
+        self.fifo = true;
+        self
+    }
+
+    /// Whether [`AcquireOptions::lock_delay`] is honoured.
+    pub const fn with_lock_delay(mut self, honoured: bool) -> Self {
+        self.lock_delay = honoured;
+        self
+    }
+}
+
 /// The TTL a server actually grants for a requested one: what bounds how long a lock taken by
 /// an acquire of unknown outcome can stay held after its client is gone. The checkers use it,
 /// not the requested TTL, because servers round it and enforce a minimum.
@@ -117,6 +137,22 @@ impl std::str::FromStr for Connections {
             "per-client" => Ok(Connections::PerClient),
             "shared" => Ok(Connections::Shared),
             _ => Err(format!("{s:?} is not a connection mode: use per-client or shared")),
+        }
+    }
+}
+
+impl Connections {
+    /// The connection a new client uses: in `Shared` mode a clone of the backend's `shared`
+    /// one, in `PerClient` mode one that `open` opens for this client alone.
+    pub async fn pick<T, F, Fut>(self, shared: &T, open: F) -> Result<T, LockError>
+    where
+        T: Clone,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, LockError>>,
+    {
+        match self {
+            Connections::Shared => Ok(shared.clone()),
+            Connections::PerClient => open().await,
         }
     }
 }
@@ -286,6 +322,26 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// A lock granted now (`acquired_at` is this call's instant), valid until `valid_until`,
+    /// with no lost signal; a backend that has one adds it with [`Lease::with_lost`].
+    pub fn granted(key: &str, token: Option<u64>, invoked_at: Instant, valid_until: Instant, handle: LeaseHandle) -> Lease {
+        Lease {
+            key: key.to_string(),
+            token: token.map(FencingToken),
+            invoked_at,
+            acquired_at: Instant::now(),
+            valid_until,
+            handle,
+            lost: LostSignal::never(),
+        }
+    }
+
+    /// The same lease, with the signal that fires when the holder learns it lost the lock.
+    pub fn with_lost(mut self, lost: LostSignal) -> Lease {
+        self.lost = lost;
+        self
+    }
+
     pub fn is_lost(&self) -> bool {
         self.lost.is_lost() || Instant::now() >= self.valid_until
     }
@@ -340,5 +396,40 @@ pub trait Backend: Send + Sync {
     /// server rounds, negotiates or has no TTL ask it or say so.
     async fn granted_ttl(&self, requested: Duration) -> Result<GrantedTtl, LockError> {
         Ok(GrantedTtl::Lock { ms: requested.as_millis() as u64 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_cp_is_the_common_case_and_the_builders_add_to_it() {
+        let c = Capabilities::cp(Expiry::Ttl, WaitStyle::Poll);
+        assert_eq!(
+            c,
+            Capabilities { consistency: Consistency::Cp, fencing: true, fifo: false, expiry: Expiry::Ttl, wait: WaitStyle::Poll, lock_delay: false }
+        );
+        let c = c.with_fifo().with_lock_delay(true);
+        assert!(c.fifo && c.lock_delay);
+    }
+
+    #[tokio::test]
+    async fn pick_shares_or_opens() {
+        let open = || async { Ok::<_, LockError>(2) };
+        assert_eq!(Connections::Shared.pick(&1, open).await, Ok(1));
+        assert_eq!(Connections::PerClient.pick(&1, open).await, Ok(2));
+    }
+
+    #[test]
+    fn a_granted_lease_has_no_lost_signal_until_given_one() {
+        let now = Instant::now();
+        let l = Lease::granted("k", Some(3), now, now + Duration::from_secs(1), LeaseHandle::new("me"));
+        assert_eq!((l.key.as_str(), l.token, l.handle.id.as_str()), ("k", Some(FencingToken(3)), "me"));
+        assert!(l.acquired_at >= now && !l.lost.is_lost());
+        let (tx, rx) = LostSignal::channel();
+        let l = l.with_lost(rx);
+        tx.lose("gone");
+        assert!(l.is_lost());
     }
 }

@@ -7,7 +7,8 @@ use dlbench_core::{LockError, LostSender, LostSignal};
 use etcd_client::Client;
 use tokio::task::JoinHandle;
 
-use crate::{definite, retryable, EtcdConfig};
+use crate::error::{definite, retryable};
+use crate::EtcdConfig;
 
 pub(crate) struct Session {
     pub lease_id: i64,

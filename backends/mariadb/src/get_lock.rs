@@ -23,21 +23,18 @@
 //!
 //! Each logical client is its own connection (the connection *is* the holder), whatever
 //! `Connections` asks. A connection that fails is dropped, which frees every lock on it; the
-//! leases on it report lost, and the next acquire reconnects.
+//! leases on it report lost, and the next acquire reconnects ([`dlbench_sql::session`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
-    Lease, LeaseHandle, LockError, LostSender, LostSignal, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, DistLock, Expiry, GrantedTtl, Lease, LockError, WaitStyle,
 };
-use sqlx::mysql::{MySqlConnection, MySqlPool};
-use sqlx::Connection;
-use tokio::sync::Mutex;
+use dlbench_sql::{SessionConn, Slot};
+use sqlx::mysql::MySqlPool;
 
-use crate::{classify, MariaConfig};
+use crate::{classify, MariaConfig, MariaDialect};
 
 /// The statement a `mariadb` client user runs to take the same lock as dlbench's `name`.
 pub fn mariadb_lock(name: &str) -> String {
@@ -65,7 +62,7 @@ pub struct GetLockBackend {
 
 impl GetLockBackend {
     pub async fn connect(config: MariaConfig) -> Result<Self, LockError> {
-        let pool = crate::open(&config, 2).await?;
+        let pool = dlbench_sql::open(&config, 2).await?;
         sqlx::query(FENCE).execute(&pool).await.map_err(|e| classify(e, false, &config.endpoint))?;
         Ok(GetLockBackend { pool, config })
     }
@@ -77,28 +74,16 @@ impl Backend for GetLockBackend {
         "mariadb-get-lock"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            // dlbench's sequence token (module docs), not a property of GET_LOCK.
-            fencing: true,
-            // The server queues waiters but documents no grant order.
-            fifo: false,
-            expiry: Expiry::Session,
-            wait: WaitStyle::Watch,
-            lock_delay: false,
-        }
+        // Fenced by dlbench's sequence token (module docs), not a property of GET_LOCK; not
+        // FIFO: the server queues waiters but documents no grant order.
+        Capabilities::cp(Expiry::Session, WaitStyle::Watch)
     }
     /// `GET_LOCK` has no TTL: the lock lives while its connection does.
     async fn granted_ttl(&self, _requested: Duration) -> Result<GrantedTtl, LockError> {
         Ok(GrantedTtl::None)
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let c = GetLock { config: self.config.clone(), conn: Mutex::new(None) };
-        {
-            let mut slot = c.conn.lock().await;
-            c.connected(&mut slot).await?;
-        }
-        Ok(Box::new(c))
+        Ok(Box::new(GetLock { session: SessionConn::open(self.config.clone()).await? }))
     }
     fn describe(&self) -> String {
         format!("mariadb-get-lock {}", self.config.endpoint)
@@ -126,95 +111,28 @@ impl Backend for GetLockBackend {
     }
 }
 
-/// One client's connection.
-struct Conn {
-    conn: MySqlConnection,
-    /// Which connection this is: a lease taken on an earlier one died with it.
-    generation: u64,
-    /// Fires when this connection is dropped: every lock on it is gone.
-    lost: LostSender,
-}
-
+/// One client: its own connection.
 struct GetLock {
-    config: MariaConfig,
-    conn: Mutex<Option<Conn>>,
-}
-
-static GENERATION: AtomicU64 = AtomicU64::new(1);
-
-/// Errors after which the connection is unusable: anything but an error the server
-/// answered with (which leaves the connection as it was).
-fn connection_ended(e: &sqlx::Error) -> bool {
-    !matches!(e, sqlx::Error::Database(_))
-}
-
-fn drop_conn(slot: &mut Option<Conn>, reason: &str) {
-    if let Some(c) = slot.take() {
-        c.lost.lose(reason);
-    }
+    session: SessionConn<MariaDialect, ()>,
 }
 
 impl GetLock {
-    /// The live connection, opened if there is none.
-    async fn connected<'a>(&self, slot: &'a mut Option<Conn>) -> Result<&'a mut Conn, LockError> {
-        if slot.is_none() {
-            let options = self.config.options()?;
-            let open = MySqlConnection::connect_with(&options);
-            let conn = tokio::time::timeout(self.config.connect_timeout, open)
-                .await
-                .map_err(|_| LockError::Unavailable(format!("mariadb at {}: connect timed out", self.config.endpoint)))?
-                .map_err(|e| classify(e, false, &self.config.endpoint))?;
-            let (lost, _) = LostSignal::channel();
-            *slot = Some(Conn { conn, generation: GENERATION.fetch_add(1, Ordering::Relaxed), lost });
-        }
-        Ok(slot.as_mut().expect("just opened"))
-    }
-
-    /// A statement's outcome as the lock's; a failure that ended the connection drops it
-    /// (which frees every lock on it) and says so to the leases.
-    fn settle<T>(
-        &self,
-        slot: &mut Option<Conn>,
-        r: Result<Result<T, sqlx::Error>, tokio::time::error::Elapsed>,
-        writes: bool,
-    ) -> Result<T, LockError> {
-        match r {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                if connection_ended(&e) {
-                    drop_conn(slot, &format!("connection failed: {e}"));
-                }
-                Err(classify(e, writes, &self.config.endpoint))
-            }
-            Err(_) => {
-                // Still in flight: closing the connection ends whatever it did.
-                drop_conn(slot, "no reply in time; connection dropped");
-                Err(self.config.no_reply(writes))
-            }
-        }
+    fn config(&self) -> &MariaConfig {
+        self.session.config()
     }
 
     /// A scalar query on the live connection, bounded by `within`.
-    async fn scalar<T>(&self, slot: &mut Option<Conn>, sql: &'static str, key: &str, arg: Option<f64>, within: Duration, writes: bool) -> Result<T, LockError>
+    async fn scalar<T>(&self, slot: &mut Slot<MariaDialect, ()>, sql: &'static str, key: &str, arg: Option<f64>, within: Duration, writes: bool) -> Result<T, LockError>
     where
         T: Send + Unpin + for<'r> sqlx::Decode<'r, sqlx::MySql> + sqlx::Type<sqlx::MySql>,
     {
-        let c = self.connected(slot).await?;
+        let c = self.session.connected(slot).await?;
         let mut q = sqlx::query_scalar::<_, T>(sql).bind(key);
         if let Some(a) = arg {
             q = q.bind(a);
         }
         let r = tokio::time::timeout(within, q.fetch_one(&mut c.conn)).await;
-        self.settle(slot, r, writes)
-    }
-
-    /// The lease's connection is the live one; a lease from an earlier connection died with it.
-    fn live<'a>(slot: &'a mut Option<Conn>, lease: &Lease) -> Result<&'a mut Conn, LockError> {
-        let generation = lease.handle.data::<u64>().copied();
-        match slot.as_mut() {
-            Some(c) if Some(c.generation) == generation => Ok(c),
-            _ => Err(LockError::NotHeld(format!("{}: its connection ended", lease.key))),
-        }
+        self.session.settle(slot, r, writes)
     }
 }
 
@@ -222,11 +140,11 @@ impl GetLock {
 impl DistLock for GetLock {
     async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
         let invoked_at = Instant::now();
-        let mut slot = self.conn.lock().await;
+        let mut slot = self.session.lock().await;
         // The server gives up at the timeout; the client bound only catches a server that
         // stopped answering. Fractions of a second are honoured.
         let wait = opts.wait.as_secs_f64();
-        let within = opts.wait + self.config.request_timeout;
+        let within = opts.wait + self.config().request_timeout;
         let token = match self.scalar::<Option<i64>>(&mut slot, LOCK, key, Some(wait), within, true).await {
             // The connection had ended (the server restarted): nothing was held on it, so
             // once more on a new one.
@@ -239,24 +157,13 @@ impl DistLock for GetLock {
             return Err(if opts.wait.is_zero() { LockError::Busy } else { LockError::Timeout(opts.wait) });
         };
         let c = slot.as_mut().expect("a granted lock has its connection");
-        Ok(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(token as u64)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            // A session lock has no TTL: it lives with the connection, which answered at
-            // the grant; the holder trusts it a TTL from then (however long it queued),
-            // and `extend` checks again.
-            valid_until: Instant::now() + opts.ttl,
-            handle: LeaseHandle::new(format!("GET_LOCK {key}")).with_data(c.generation),
-            lost: c.lost.subscribe(),
-        })
+        Ok(c.lease(key, token, invoked_at, opts.ttl, format!("GET_LOCK {key}")))
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
-        let mut slot = self.conn.lock().await;
-        Self::live(&mut slot, &lease)?;
-        let r: Option<i64> = self.scalar(&mut slot, UNLOCK, &lease.key, None, self.config.request_timeout, true).await?;
+        let mut slot = self.session.lock().await;
+        SessionConn::live(&mut slot, &lease)?;
+        let r: Option<i64> = self.scalar(&mut slot, UNLOCK, &lease.key, None, self.config().request_timeout, true).await?;
         if r == Some(1) {
             Ok(())
         } else {
@@ -265,10 +172,10 @@ impl DistLock for GetLock {
     }
 
     async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
-        let mut slot = self.conn.lock().await;
-        Self::live(&mut slot, lease)?;
+        let mut slot = self.session.lock().await;
+        SessionConn::live(&mut slot, lease)?;
         let checked = Instant::now();
-        let held: i64 = self.scalar(&mut slot, HELD, &lease.key, None, self.config.request_timeout, false).await?;
+        let held: i64 = self.scalar(&mut slot, HELD, &lease.key, None, self.config().request_timeout, false).await?;
         if held == 1 {
             lease.valid_until = checked + ttl;
             Ok(())
@@ -278,17 +185,10 @@ impl DistLock for GetLock {
     }
 
     async fn abandon(&self) {
-        // Drop the socket without a goodbye, as a crashed process would.
-        if let Some(c) = self.conn.lock().await.take() {
-            c.lost.lose("abandoned");
-            drop(c.conn);
-        }
+        self.session.abandon().await
     }
 
     async fn close(&self) {
-        if let Some(c) = self.conn.lock().await.take() {
-            c.lost.lose("client closed");
-            let _ = tokio::time::timeout(self.config.request_timeout, c.conn.close()).await;
-        }
+        self.session.close().await
     }
 }

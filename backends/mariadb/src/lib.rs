@@ -19,19 +19,19 @@
 //! deleted, so the counter never restarts. GET_LOCK: dlbench draws `NEXTVAL` of a sequence
 //! after the grant, in the granting statement (see [`get_lock`]).
 //!
-//! A contended table acquire polls after a jittered delay; GET_LOCK waits in the server.
+//! A contended table acquire polls after a jittered delay; GET_LOCK waits in the server. The
+//! table recipe's code is `dlbench-sql`'s [`dlbench_sql::table`], the GET_LOCK connection's
+//! [`dlbench_sql::session`]; this crate is their MariaDB dialect.
 
 pub mod get_lock;
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, LostSignal, WaitStyle,
-};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use dlbench_core::LockError;
+use dlbench_sql::{Dialect, SqlConfig, Table, TableLock};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use tokio::sync::Mutex;
 
 pub use get_lock::GetLockBackend;
@@ -68,46 +68,39 @@ WHERE name = ? AND locked_by = ? AND lock_until > UTC_TIMESTAMP(6)";
 const CLAIMS: &str = "SELECT locked_by FROM dlbench_locks WHERE name = ? AND lock_until > UTC_TIMESTAMP(6)";
 
 /// Where and how to reach MariaDB.
-#[derive(Debug, Clone)]
-pub struct MariaConfig {
-    /// `host:port`.
-    pub endpoint: String,
-    pub user: String,
-    pub password: Option<String>,
-    pub database: String,
-    /// Connections shared by all clients in `Shared` mode (and by `claims`).
-    pub pool_size: u32,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    /// TLS: required, and the server verified against the CA (`VERIFY_CA`).
-    pub tls: Option<dlbench_core::TlsPem>,
+pub type MariaConfig = SqlConfig<MariaDialect>;
+
+/// The lock table on an InnoDB server.
+pub type TableBackend = dlbench_sql::TableBackend<MariaDialect>;
+
+/// MariaDB's (and MySQL's) side of the SQL backends.
+#[derive(Debug, Clone, Copy)]
+pub struct MariaDialect;
+
+/// Map a client error to the lock's error: `may_have_written` when the statement may have
+/// reached the server, so a lost connection leaves the outcome unknown.
+pub fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
+    dlbench_sql::classify::<MariaDialect>(e, may_have_written, endpoint)
 }
 
-impl MariaConfig {
-    pub fn new(endpoint: impl Into<String>) -> Self {
-        MariaConfig {
-            endpoint: endpoint.into(),
-            user: "dlbench".into(),
-            password: None,
-            database: "dlbench".into(),
-            pool_size: 16,
-            connect_timeout: Duration::from_secs(3),
-            request_timeout: Duration::from_secs(5),
-            tls: None,
-        }
-    }
+/// Microseconds for `INTERVAL ? MICROSECOND`.
+fn micros(d: Duration) -> i64 {
+    d.as_micros().min(i64::MAX as u128) as i64
+}
 
-    pub fn options(&self) -> Result<MySqlConnectOptions, LockError> {
-        let (host, port) = self
-            .endpoint
-            .rsplit_once(':')
-            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
-            .ok_or_else(|| LockError::Config(format!("mariadb endpoint {:?} is not host:port", self.endpoint)))?;
-        let mut o = MySqlConnectOptions::new().host(host).port(port).username(&self.user).database(&self.database);
-        if let Some(p) = &self.password {
+impl Dialect for MariaDialect {
+    type Db = sqlx::MySql;
+    const NAME: &'static str = "mariadb";
+    const USER: &'static str = "dlbench";
+    const DATABASE: &'static str = "dlbench";
+    const HOLDER: &'static str = "connection";
+
+    fn options(config: &MariaConfig, host: &str, port: u16) -> MySqlConnectOptions {
+        let mut o = MySqlConnectOptions::new().host(host).port(port).username(&config.user).database(&config.database);
+        if let Some(p) = &config.password {
             o = o.password(p);
         }
-        match &self.tls {
+        match &config.tls {
             Some(t) => {
                 o = o.ssl_mode(sqlx::mysql::MySqlSslMode::VerifyCa);
                 if let Some(ca) = &t.ca {
@@ -120,192 +113,73 @@ impl MariaConfig {
             // Loopback servers without TLS: do not try and fall back on every connect.
             None => o = o.ssl_mode(sqlx::mysql::MySqlSslMode::Disabled),
         }
-        Ok(o)
+        o
     }
 
-    fn no_reply(&self, writes: bool) -> LockError {
-        let m = format!("mariadb at {}: no reply in time", self.endpoint);
-        if writes {
-            LockError::Indeterminate(m)
-        } else {
-            LockError::Unavailable(m)
-        }
-    }
-}
-
-/// Map a client error to the lock's error: `may_have_written` when the statement may have
-/// reached the server, so a lost connection leaves the outcome unknown.
-pub fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
-    let msg = format!("mariadb at {endpoint}: {e}");
-    match &e {
-        sqlx::Error::Database(db) => {
-            // SQLSTATE 28000 access denied (1045); 1049 unknown database; 1044 no access to it.
-            let number = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|m| m.number()).unwrap_or(0);
-            if db.code().is_some_and(|c| c.starts_with("28")) || matches!(number, 1044 | 1045 | 1049) {
-                LockError::Config(format!("mariadb at {endpoint}: {}", db.message()))
-            } else {
-                LockError::Unavailable(msg)
-            }
-        }
-        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => LockError::Unavailable(msg),
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed if may_have_written => {
-            LockError::Indeterminate(msg)
-        }
-        sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => LockError::Config(msg),
-        _ => LockError::Unavailable(msg),
-    }
-}
-
-/// A pool of up to `size` connections, the first opened now, within the connect bound.
-async fn open(config: &MariaConfig, size: u32) -> Result<MySqlPool, LockError> {
-    let pool = MySqlPoolOptions::new()
-        .max_connections(size.max(1))
-        .acquire_timeout(config.connect_timeout)
-        // As for PostgreSQL: no ping before each statement (one round trip per statement).
-        .test_before_acquire(false)
-        .connect_with(config.options()?);
-    tokio::time::timeout(config.connect_timeout * 2, pool)
-        .await
-        .map_err(|_| LockError::Unavailable(format!("mariadb at {}: connect timed out", config.endpoint)))?
-        .map_err(|e| classify(e, false, &config.endpoint))
-}
-
-/// Microseconds for `INTERVAL ? MICROSECOND`.
-fn micros(d: Duration) -> i64 {
-    d.as_micros().min(i64::MAX as u128) as i64
-}
-
-/// The lock table on an InnoDB server.
-pub struct TableBackend {
-    pool: MySqlPool,
-    config: MariaConfig,
-    connections: Connections,
-}
-
-impl TableBackend {
-    /// In `PerClient` mode each client opens a connection of its own (a pool of one), as each
-    /// process would; in `Shared` mode clients share a pool of `pool_size`.
-    pub async fn connect_with(config: MariaConfig, connections: Connections) -> Result<Self, LockError> {
-        let pool = open(&config, config.pool_size).await?;
-        sqlx::query(CREATE).execute(&pool).await.map_err(|e| classify(e, false, &config.endpoint))?;
-        Ok(TableBackend { pool, config, connections })
+    /// SQLSTATE 28000 access denied (1045); 1049 unknown database; 1044 no access to it.
+    fn denied(db: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+        let number = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|m| m.number()).unwrap_or(0);
+        db.code().is_some_and(|c| c.starts_with("28")) || matches!(number, 1044 | 1045 | 1049)
     }
 
-    pub fn pool(&self) -> &MySqlPool {
-        &self.pool
+    /// Anything but an error the server answered with (which leaves the connection as it was).
+    fn session_ended(e: &sqlx::Error) -> bool {
+        !matches!(e, sqlx::Error::Database(_))
     }
 }
 
 #[async_trait]
-impl Backend for TableBackend {
-    fn name(&self) -> &'static str {
-        "mariadb"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { consistency: Consistency::Cp, fencing: true, fifo: false, expiry: Expiry::Ttl, wait: WaitStyle::Poll, lock_delay: false }
-    }
-    async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let pool = match self.connections {
-            Connections::Shared => self.pool.clone(),
-            Connections::PerClient => open(&self.config, 1).await?,
-        };
-        let own = self.connections == Connections::PerClient;
-        Ok(Box::new(TableLock { pool, config: self.config.clone(), own, rows: Mutex::new(HashSet::new()) }))
-    }
-    fn describe(&self) -> String {
-        format!("mariadb {}/{}", self.config.endpoint, self.config.database)
-    }
-    fn connections(&self) -> Option<Connections> {
-        Some(self.connections)
-    }
-    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
-        let q = sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(&self.pool);
-        let owners = tokio::time::timeout(self.config.request_timeout, q)
-            .await
-            .map_err(|_| self.config.no_reply(false))?
-            .map_err(|e| classify(e, false, &self.config.endpoint))?;
-        Ok(owners.into_iter().map(|o| format!("dlbench_locks row {key:?} locked_by {o}")).collect())
-    }
-}
-
-struct TableLock {
-    pool: MySqlPool,
-    config: MariaConfig,
-    own: bool,
+impl Table for MariaDialect {
+    const OWNER_PER_CLIENT: bool = false;
     /// Lock names whose row this client has seen exist: for those a failed take means held,
     /// and the INSERT is skipped (rows are never deleted).
-    rows: Mutex<HashSet<String>>,
-}
+    type Memo = Mutex<HashSet<String>>;
 
-impl TableLock {
-    async fn bounded<T>(&self, f: impl std::future::Future<Output = Result<T, sqlx::Error>>) -> Result<T, LockError> {
-        match tokio::time::timeout(self.config.request_timeout, f).await {
-            Ok(r) => r.map_err(|e| classify(e, true, &self.config.endpoint)),
-            Err(_) => Err(self.config.no_reply(true)),
-        }
+    async fn create(pool: &MySqlPool) -> Result<(), sqlx::Error> {
+        sqlx::query(CREATE).execute(pool).await.map(|_| ())
     }
 
-    /// One attempt: the token if granted.
-    async fn attempt(&self, key: &str, ttl: i64, owner: &str) -> Result<Option<u64>, LockError> {
-        let known = self.rows.lock().await.contains(key);
+    async fn attempt(lock: &TableLock<Self>, key: &str, ttl: Duration, owner: &str) -> Result<Option<u64>, LockError> {
+        let ttl = micros(ttl);
+        let known = lock.memo().lock().await.contains(key);
         if !known {
-            let q = sqlx::query(CREATE_HELD).bind(key).bind(ttl).bind(owner).execute(&self.pool);
-            let r = self.bounded(q).await?;
-            self.rows.lock().await.insert(key.to_string());
+            let q = sqlx::query(CREATE_HELD).bind(key).bind(ttl).bind(owner).execute(lock.pool());
+            let r = lock.bounded(q).await?;
+            lock.memo().lock().await.insert(key.to_string());
             if r.rows_affected() == 1 {
                 return Ok(Some(1));
             }
         }
-        let q = sqlx::query(TAKE).bind(ttl).bind(owner).bind(key).execute(&self.pool);
-        let r = self.bounded(q).await?;
+        let q = sqlx::query(TAKE).bind(ttl).bind(owner).bind(key).execute(lock.pool());
+        let r = lock.bounded(q).await?;
         Ok((r.rows_affected() == 1).then(|| r.last_insert_id()))
+    }
+
+    async fn release(pool: &MySqlPool, key: &str, owner: &str) -> Result<u64, sqlx::Error> {
+        Ok(sqlx::query(RELEASE).bind(key).bind(owner).execute(pool).await?.rows_affected())
+    }
+
+    async fn extend(pool: &MySqlPool, key: &str, owner: &str, ttl: Duration) -> Result<u64, sqlx::Error> {
+        Ok(sqlx::query(EXTEND).bind(micros(ttl)).bind(key).bind(owner).execute(pool).await?.rows_affected())
+    }
+
+    async fn claims(pool: &MySqlPool, key: &str) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(pool).await
     }
 }
 
-#[async_trait]
-impl DistLock for TableLock {
-    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
-        let invoked_at = Instant::now();
-        let owner = format!("{:032x}", rand::random::<u128>());
-        let ttl = micros(opts.ttl);
-        let (token, attempt_at) = dlbench_core::poll(opts, invoked_at, || self.attempt(key, ttl, &owner)).await?;
-        Ok(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(token)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            valid_until: attempt_at + opts.ttl,
-            handle: LeaseHandle::new(owner),
-            lost: LostSignal::never(),
-        })
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    async fn release(&self, lease: Lease) -> Result<(), LockError> {
-        let q = sqlx::query(RELEASE).bind(&lease.key).bind(&lease.handle.id).execute(&self.pool);
-        if self.bounded(q).await?.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(LockError::NotHeld(format!("{}: not ours or expired", lease.key)))
-        }
-    }
-
-    async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
-        let sent = Instant::now();
-        let q = sqlx::query(EXTEND).bind(micros(ttl)).bind(&lease.key).bind(&lease.handle.id).execute(&self.pool);
-        if self.bounded(q).await?.rows_affected() == 1 {
-            lease.valid_until = sent + ttl;
-            Ok(())
-        } else {
-            Err(LockError::NotHeld(format!("{}: not ours or expired", lease.key)))
-        }
-    }
-
-    // A crashed process's connection just drops; its rows expire by TTL.
-    async fn abandon(&self) {}
-
-    async fn close(&self) {
-        if self.own {
-            self.pool.close().await;
-        }
+    #[test]
+    fn config_defaults_and_endpoint_errors_name_mariadb() {
+        let c = MariaConfig::new("db.example:3307");
+        assert_eq!((c.user.as_str(), c.database.as_str(), c.pool_size), ("dlbench", "dlbench", 16));
+        assert!(c.options().is_ok());
+        let e = MariaConfig::new("no-port").options().unwrap_err();
+        assert_eq!(e, LockError::Config("mariadb endpoint \"no-port\" is not host:port".into()));
+        assert_eq!(c.no_reply(true), LockError::Indeterminate("mariadb at db.example:3307: no reply in time".into()));
+        assert_eq!(c.connect_timed_out(), LockError::Unavailable("mariadb at db.example:3307: connect timed out".into()));
     }
 }

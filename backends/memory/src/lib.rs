@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, LostSignal, WaitStyle,
+    AcquireOptions, Backend, Capabilities, DistLock, Expiry, Lease,
+    LeaseHandle, LockError, WaitStyle,
 };
 use tokio::sync::oneshot;
 
@@ -116,14 +116,7 @@ impl Backend for MemoryBackend {
         "memory"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            fencing: true,
-            fifo: true,
-            expiry: Expiry::Ttl,
-            wait: WaitStyle::Notify,
-            lock_delay: false,
-        }
+        Capabilities::cp(Expiry::Ttl, WaitStyle::Notify).with_fifo()
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
         let owner = self.shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
@@ -206,18 +199,9 @@ impl MemoryClient {
     }
 
     fn lease(&self, key: &str, (token, granted_at): (u64, Instant), invoked_at: Instant, ttl: Duration) -> Lease {
-        let now = Instant::now();
-        Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(token)),
-            invoked_at,
-            acquired_at: now,
-            // The TTL runs from the grant, as the holder's expiry in the key's state does,
-            // however long the acquire queued.
-            valid_until: granted_at + ttl,
-            handle: LeaseHandle::new(self.owner.to_string()),
-            lost: LostSignal::never(),
-        }
+        // The TTL runs from the grant, as the holder's expiry in the key's state does,
+        // however long the acquire queued.
+        Lease::granted(key, Some(token), invoked_at, granted_at + ttl, LeaseHandle::new(self.owner.to_string()))
     }
 }
 

@@ -37,20 +37,18 @@
 //! Each logical client is its own connection (the connection *is* the holder), so clients
 //! never share one, whatever `Connections` asks. A connection that fails is dropped, which ends
 //! the session and every lock on it; the leases on it report lost, and the next acquire
-//! reconnects.
+//! reconnects ([`dlbench_sql::session`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
-    Lease, LeaseHandle, LockError, LostSender, LostSignal, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, DistLock, Expiry, GrantedTtl, Lease, LockError, WaitStyle,
 };
-use dlbench_postgres::{classify, PgConfig};
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
-use sqlx::Connection;
-use tokio::sync::Mutex;
+use dlbench_postgres::{classify, PgConfig, PgDialect};
+use dlbench_sql::session::drop_session;
+use dlbench_sql::SessionConn;
+use sqlx::postgres::{PgPool, PgPoolOptions};
 
 /// The statement a `psql` user runs to take the same session lock as dlbench's `name`.
 pub fn psql_lock(name: &str) -> String {
@@ -119,7 +117,7 @@ impl AdvisoryBackend {
             .connect_with(config.options()?);
         let pool = tokio::time::timeout(config.connect_timeout * 2, pool)
             .await
-            .map_err(|_| LockError::Unavailable(format!("postgres at {}: connect timed out", config.endpoint)))?
+            .map_err(|_| config.connect_timed_out())?
             .map_err(|e| classify(e, false, &config.endpoint))?;
         // Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog (23505): the
         // other creator won, which is all we need.
@@ -143,20 +141,14 @@ impl Backend for AdvisoryBackend {
         self.scope.name()
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            // dlbench's sequence token (module docs), not a property of advisory locks.
-            fencing: true,
-            // The lock manager queues waiters, but PostgreSQL does not document the grant
-            // order as a promise (deadlock checks may reorder the queue).
-            fifo: false,
-            expiry: match self.scope {
-                Scope::Session => Expiry::Session,
-                Scope::Xact => Expiry::Ttl,
-            },
-            wait: WaitStyle::Watch,
-            lock_delay: false,
-        }
+        // Fenced by dlbench's sequence token (module docs), not a property of advisory locks.
+        // Not FIFO: the lock manager queues waiters, but PostgreSQL does not document the
+        // grant order as a promise (deadlock checks may reorder the queue).
+        let expiry = match self.scope {
+            Scope::Session => Expiry::Session,
+            Scope::Xact => Expiry::Ttl,
+        };
+        Capabilities::cp(expiry, WaitStyle::Watch)
     }
     /// A session-level advisory lock has no TTL: it lives while its connection does. The
     /// transaction-level one ends with its transaction, which the server ends
@@ -168,12 +160,7 @@ impl Backend for AdvisoryBackend {
         })
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let c = AdvisoryLock { scope: self.scope, config: self.config.clone(), conn: Mutex::new(None) };
-        {
-            let mut slot = c.conn.lock().await;
-            c.connected(&mut slot).await?;
-        }
-        Ok(Box::new(c))
+        Ok(Box::new(AdvisoryLock { scope: self.scope, session: SessionConn::open(self.config.clone()).await? }))
     }
     fn describe(&self) -> String {
         format!("{} {}/{}", self.scope.name(), self.config.endpoint, self.config.database)
@@ -185,7 +172,7 @@ impl Backend for AdvisoryBackend {
         let q = sqlx::query_as::<_, (i32, bool)>(CLAIMS).bind(key).fetch_all(&self.pool);
         let rows = tokio::time::timeout(self.config.request_timeout, q)
             .await
-            .map_err(|_| LockError::Unavailable(format!("postgres at {}: no reply in time", self.config.endpoint)))?
+            .map_err(|_| self.config.no_reply(false))?
             .map_err(|e| classify(e, false, &self.config.endpoint))?;
         Ok(rows
             .into_iter()
@@ -196,13 +183,9 @@ impl Backend for AdvisoryBackend {
     }
 }
 
-/// One client's session.
-struct Conn {
-    conn: PgConnection,
-    /// Which connection this is: a lease taken on an earlier one died with it.
-    generation: u64,
-    /// Fires when this connection is dropped: every lock on it is gone.
-    lost: LostSender,
+/// What a client keeps beside its session's connection.
+#[derive(Default)]
+struct State {
     /// The session's `lock_timeout` and `idle_in_transaction_session_timeout` as last set
     /// (ms), so each is set only when the asked value changes.
     lock_timeout_ms: Option<u64>,
@@ -211,13 +194,12 @@ struct Conn {
     holding: Option<(String, usize)>,
 }
 
+type Slot = dlbench_sql::Slot<PgDialect, State>;
+
 struct AdvisoryLock {
     scope: Scope,
-    config: PgConfig,
-    conn: Mutex<Option<Conn>>,
+    session: SessionConn<PgDialect, State>,
 }
-
-static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// Milliseconds for a PostgreSQL timeout setting: at least 1, since 0 disables it, and at
 /// most the setting's maximum (INT_MAX ms, about 24 days).
@@ -225,85 +207,24 @@ fn millis(d: Duration) -> u64 {
     d.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as u64
 }
 
-/// Errors after which the session is gone or unusable: connection failures, and the server
-/// ending the session (57P0x shutdown or termination, 25P03 idle-in-transaction timeout,
-/// 08xxx connection exceptions).
-fn session_ended(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Database(d) => {
-            let code = d.code().unwrap_or_default();
-            code.starts_with("57P") || code.starts_with("08") || code == "25P03"
-        }
-        _ => true,
-    }
-}
-
 impl AdvisoryLock {
-    /// The live connection, opened if there is none.
-    async fn connected<'a>(&self, slot: &'a mut Option<Conn>) -> Result<&'a mut Conn, LockError> {
-        if slot.is_none() {
-            let options = self.config.options()?;
-            let open = PgConnection::connect_with(&options);
-            let conn = tokio::time::timeout(self.config.connect_timeout, open)
-                .await
-                .map_err(|_| LockError::Unavailable(format!("postgres at {}: connect timed out", self.config.endpoint)))?
-                .map_err(|e| classify(e, false, &self.config.endpoint))?;
-            let (lost, _) = LostSignal::channel();
-            *slot = Some(Conn {
-                conn,
-                generation: GENERATION.fetch_add(1, Ordering::Relaxed),
-                lost,
-                lock_timeout_ms: None,
-                idle_tx_ms: None,
-                holding: None,
-            });
-        }
-        Ok(slot.as_mut().expect("just opened"))
-    }
-
-    /// Turn a statement's outcome into the lock's; a failure that ended the session drops the
-    /// connection, which frees every lock on it, and says so to the leases.
-    fn settle<T>(
-        &self,
-        slot: &mut Option<Conn>,
-        r: Result<Result<T, sqlx::Error>, tokio::time::error::Elapsed>,
-        writes: bool,
-    ) -> Result<T, LockError> {
-        let ep = &self.config.endpoint;
-        match r {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                if session_ended(&e) {
-                    drop_conn(slot, &format!("connection failed: {e}"));
-                }
-                Err(classify(e, writes, ep))
-            }
-            Err(_) => {
-                // The statement is still in flight: the connection is unusable, and closing
-                // it ends the session, so whatever the statement did is undone.
-                drop_conn(slot, "no reply in time; connection dropped");
-                if writes {
-                    Err(LockError::Indeterminate(format!("postgres at {ep}: no reply in time")))
-                } else {
-                    Err(LockError::Unavailable(format!("postgres at {ep}: no reply in time")))
-                }
-            }
-        }
+    fn config(&self) -> &PgConfig {
+        self.session.config()
     }
 
     /// Run one statement that returns nothing, bounded by the request timeout.
-    async fn exec(&self, slot: &mut Option<Conn>, sql: &'static str) -> Result<(), LockError> {
-        let c = self.connected(slot).await?;
-        let r = tokio::time::timeout(self.config.request_timeout, sqlx::raw_sql(sql).execute(&mut c.conn)).await;
-        self.settle(slot, r, true).map(|_| ())
+    async fn exec(&self, slot: &mut Slot, sql: &'static str) -> Result<(), LockError> {
+        let c = self.session.connected(slot).await?;
+        let r = tokio::time::timeout(self.config().request_timeout, sqlx::raw_sql(sql).execute(&mut c.conn)).await;
+        self.session.settle(slot, r, true).map(|_| ())
     }
 
     /// Set a session timeout setting unless it already has that value.
-    async fn set_timeout(&self, slot: &mut Option<Conn>, which: Setting, ms: u64) -> Result<(), LockError> {
-        let c = self.connected(slot).await?;
+    async fn set_timeout(&self, slot: &mut Slot, which: Setting, ms: u64) -> Result<(), LockError> {
+        let c = self.session.connected(slot).await?;
         let current = match which {
-            Setting::LockTimeout => &mut c.lock_timeout_ms,
-            Setting::IdleInTransaction => &mut c.idle_tx_ms,
+            Setting::LockTimeout => &mut c.state.lock_timeout_ms,
+            Setting::IdleInTransaction => &mut c.state.idle_tx_ms,
         };
         if *current == Some(ms) {
             return Ok(());
@@ -312,45 +233,36 @@ impl AdvisoryLock {
             .bind(which.name())
             .bind(format!("{ms}ms"))
             .execute(&mut c.conn);
-        let r = tokio::time::timeout(self.config.request_timeout, q).await;
-        self.settle(slot, r, false)?;
+        let r = tokio::time::timeout(self.config().request_timeout, q).await;
+        self.session.settle(slot, r, false)?;
         if let Some(c) = slot.as_mut() {
             match which {
-                Setting::LockTimeout => c.lock_timeout_ms = Some(ms),
-                Setting::IdleInTransaction => c.idle_tx_ms = Some(ms),
+                Setting::LockTimeout => c.state.lock_timeout_ms = Some(ms),
+                Setting::IdleInTransaction => c.state.idle_tx_ms = Some(ms),
             }
         }
         Ok(())
     }
 
     /// Whether this session holds `key` (granted), per pg_locks.
-    async fn holds(&self, slot: &mut Option<Conn>, key: &str) -> Result<bool, LockError> {
-        let c = self.connected(slot).await?;
+    async fn holds(&self, slot: &mut Slot, key: &str) -> Result<bool, LockError> {
+        let c = self.session.connected(slot).await?;
         let q = sqlx::query_scalar::<_, i64>(HELD).bind(key).fetch_one(&mut c.conn);
-        let r = tokio::time::timeout(self.config.request_timeout, q).await;
-        self.settle(slot, r, false).map(|n| n > 0)
-    }
-
-    /// The lease's connection is the live one; a lease from an earlier connection died with it.
-    fn live<'a>(slot: &'a mut Option<Conn>, lease: &Lease) -> Result<&'a mut Conn, LockError> {
-        let generation = lease.handle.data::<u64>().copied();
-        match slot.as_mut() {
-            Some(c) if Some(c.generation) == generation => Ok(c),
-            _ => Err(LockError::NotHeld(format!("{}: its session ended", lease.key))),
-        }
+        let r = tokio::time::timeout(self.config().request_timeout, q).await;
+        self.session.settle(slot, r, false).map(|n| n > 0)
     }
 
     /// Everything before the locking statement: the session's timeouts, and for the
     /// transaction form the transaction (or a savepoint in the one that holds `key`).
     /// Returns whether the acquire is nested in a held transaction.
-    async fn prepare(&self, slot: &mut Option<Conn>, key: &str, opts: &AcquireOptions) -> Result<bool, LockError> {
+    async fn prepare(&self, slot: &mut Slot, key: &str, opts: &AcquireOptions) -> Result<bool, LockError> {
         if !opts.wait.is_zero() {
             self.set_timeout(slot, Setting::LockTimeout, millis(opts.wait)).await?;
         }
         if self.scope == Scope::Session {
             return Ok(false);
         }
-        match self.connected(slot).await?.holding.clone() {
+        match self.session.connected(slot).await?.state.holding.clone() {
             None => {
                 self.set_timeout(slot, Setting::IdleInTransaction, millis(opts.ttl)).await?;
                 self.exec(slot, "BEGIN").await?;
@@ -370,27 +282,27 @@ impl AdvisoryLock {
     }
 
     /// Take the lock once (try) or wait in the server up to `wait`; `Ok(None)` when busy.
-    async fn take(&self, slot: &mut Option<Conn>, key: &str, wait: Duration) -> Result<Option<i64>, LockError> {
+    async fn take(&self, slot: &mut Slot, key: &str, wait: Duration) -> Result<Option<i64>, LockError> {
         let (lock, try_once) = match self.scope {
             Scope::Session => (SESSION_LOCK, SESSION_TRY),
             Scope::Xact => (XACT_LOCK, XACT_TRY),
         };
-        let c = self.connected(slot).await?;
+        let c = self.session.connected(slot).await?;
         let r = if wait.is_zero() {
             let q = sqlx::query_scalar::<_, Option<i64>>(try_once).bind(key).fetch_one(&mut c.conn);
-            tokio::time::timeout(self.config.request_timeout, q).await
+            tokio::time::timeout(self.config().request_timeout, q).await
         } else {
             // The server gives up at lock_timeout; the client bound only catches a server
             // that stopped answering.
             let q = sqlx::query_scalar::<_, i64>(lock).bind(key).fetch_one(&mut c.conn);
-            tokio::time::timeout(wait + self.config.request_timeout, async { q.await.map(Some) }).await
+            tokio::time::timeout(wait + self.config().request_timeout, async { q.await.map(Some) }).await
         };
         match r {
             // 55P03 lock_not_available: lock_timeout passed, our wait withdrawn.
             Ok(Err(sqlx::Error::Database(d))) if d.code().as_deref() == Some("55P03") => {
                 Err(LockError::Timeout(wait))
             }
-            r => self.settle(slot, r, true),
+            r => self.session.settle(slot, r, true),
         }
     }
 }
@@ -410,17 +322,11 @@ impl Setting {
     }
 }
 
-fn drop_conn(slot: &mut Option<Conn>, reason: &str) {
-    if let Some(c) = slot.take() {
-        c.lost.lose(reason);
-    }
-}
-
 #[async_trait]
 impl DistLock for AdvisoryLock {
     async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
         let invoked_at = Instant::now();
-        let mut slot = self.conn.lock().await;
+        let mut slot = self.session.lock().await;
         let nested = match self.prepare(&mut slot, key, opts).await {
             // The session had ended (the server restarted, or ended an idle transaction):
             // nothing was held on it, so once more on a new connection.
@@ -432,8 +338,8 @@ impl DistLock for AdvisoryLock {
             let undo = if nested { "ROLLBACK TO SAVEPOINT dlbench_again" } else { "ROLLBACK" };
             // A set_config inside the transaction is undone with it.
             if let Some(c) = slot.as_mut() {
-                c.idle_tx_ms = None;
-                c.lock_timeout_ms = None;
+                c.state.idle_tx_ms = None;
+                c.state.lock_timeout_ms = None;
             }
             self.exec(&mut slot, undo).await?;
         }
@@ -443,38 +349,27 @@ impl DistLock for AdvisoryLock {
         };
         let c = slot.as_mut().expect("a granted lock has its connection");
         if self.scope == Scope::Xact {
-            let count = c.holding.as_ref().map_or(0, |(_, n)| *n);
-            c.holding = Some((key.to_string(), count + 1));
+            let count = c.state.holding.as_ref().map_or(0, |(_, n)| *n);
+            c.state.holding = Some((key.to_string(), count + 1));
         }
-        Ok(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(token as u64)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            // A session lock has no TTL: it lives with the connection, which answered at
-            // the grant; the holder trusts it a TTL from then (however long it queued),
-            // and `extend` checks again.
-            valid_until: Instant::now() + opts.ttl,
-            handle: LeaseHandle::new(format!("{} {key}", self.scope.name())).with_data(c.generation),
-            lost: c.lost.subscribe(),
-        })
+        Ok(c.lease(key, token, invoked_at, opts.ttl, format!("{} {key}", self.scope.name())))
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
-        let mut slot = self.conn.lock().await;
-        let c = Self::live(&mut slot, &lease)?;
+        let mut slot = self.session.lock().await;
+        let c = SessionConn::live(&mut slot, &lease)?;
         match self.scope {
             Scope::Session => {
                 let q = sqlx::query_scalar::<_, bool>(SESSION_UNLOCK).bind(&lease.key).fetch_one(&mut c.conn);
-                let r = tokio::time::timeout(self.config.request_timeout, q).await;
-                if self.settle(&mut slot, r, true)? {
+                let r = tokio::time::timeout(self.config().request_timeout, q).await;
+                if self.session.settle(&mut slot, r, true)? {
                     Ok(())
                 } else {
                     Err(LockError::NotHeld(format!("{}: this session does not hold it", lease.key)))
                 }
             }
             Scope::Xact => {
-                let n = match &mut c.holding {
+                let n = match &mut c.state.holding {
                     Some((k, n)) if *k == lease.key => {
                         *n -= 1;
                         *n
@@ -484,23 +379,23 @@ impl DistLock for AdvisoryLock {
                 if n > 0 {
                     return Ok(());
                 }
-                c.holding = None;
-                let r = tokio::time::timeout(self.config.request_timeout, sqlx::raw_sql("COMMIT").execute(&mut c.conn)).await;
+                c.state.holding = None;
+                let r = tokio::time::timeout(self.config().request_timeout, sqlx::raw_sql("COMMIT").execute(&mut c.conn)).await;
                 if let Ok(Err(sqlx::Error::Database(d))) = &r {
                     if d.code().as_deref() == Some("25P03") {
                         // The server ended the idle transaction: the TTL passed before release.
-                        drop_conn(&mut slot, "idle_in_transaction_session_timeout ended the session");
+                        drop_session(&mut slot, "idle_in_transaction_session_timeout ended the session");
                         return Err(LockError::NotHeld(format!("{}: {}", lease.key, d.message())));
                     }
                 }
-                self.settle(&mut slot, r, true).map(|_| ())
+                self.session.settle(&mut slot, r, true).map(|_| ())
             }
         }
     }
 
     async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
-        let mut slot = self.conn.lock().await;
-        Self::live(&mut slot, lease)?;
+        let mut slot = self.session.lock().await;
+        SessionConn::live(&mut slot, lease)?;
         let checked = Instant::now();
         let held = async {
             if self.scope == Scope::Xact {
@@ -529,18 +424,10 @@ impl DistLock for AdvisoryLock {
     }
 
     async fn abandon(&self) {
-        // Drop the socket without a goodbye, as a crashed process would: the server ends
-        // the session (and frees its locks) once it notices.
-        if let Some(c) = self.conn.lock().await.take() {
-            c.lost.lose("abandoned");
-            drop(c.conn);
-        }
+        self.session.abandon().await
     }
 
     async fn close(&self) {
-        if let Some(c) = self.conn.lock().await.take() {
-            c.lost.lose("client closed");
-            let _ = tokio::time::timeout(self.config.request_timeout, c.conn.close()).await;
-        }
+        self.session.close().await
     }
 }

@@ -15,16 +15,15 @@
 //! reach the table out of order under contention. Rows are never deleted (release sets
 //! `lock_until` to the past), so the counter never restarts.
 //!
-//! A contended acquire polls after a jittered delay.
+//! A contended acquire polls after a jittered delay. The recipe's code is `dlbench-sql`'s
+//! [`dlbench_sql::table`]; this crate is its PostgreSQL dialect.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, LostSignal, WaitStyle,
-};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use dlbench_core::LockError;
+use dlbench_sql::{Dialect, SqlConfig, Table, TableLock};
+use sqlx::postgres::{PgConnectOptions, PgPool};
 
 const CREATE: &str = "CREATE TABLE IF NOT EXISTS dlbench_locks (
     name text PRIMARY KEY,
@@ -66,52 +65,39 @@ const EXTEND: &str = "UPDATE dlbench_locks SET lock_until = now() + make_interva
 WHERE name = $1 AND locked_by = $2 AND lock_until > now()";
 
 /// Where and how to reach PostgreSQL.
-#[derive(Debug, Clone)]
-pub struct PgConfig {
-    /// `host:port`.
-    pub endpoint: String,
-    pub user: String,
-    pub password: Option<String>,
-    pub database: String,
-    /// Connections shared by all clients of this backend in `Shared` mode (and by `claims`).
-    pub pool_size: u32,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    /// TLS: required, and the server verified against the CA (`sslmode=verify-ca`).
-    pub tls: Option<dlbench_core::TlsPem>,
+pub type PgConfig = SqlConfig<PgDialect>;
+
+/// A PostgreSQL server holding the lock table.
+pub type PgBackend = dlbench_sql::TableBackend<PgDialect>;
+
+/// PostgreSQL's side of the SQL backends (also the advisory-lock backends').
+#[derive(Debug, Clone, Copy)]
+pub struct PgDialect;
+
+/// Map a client error to the lock's error: `may_have_written` when the statement may have
+/// reached the server, so a lost connection leaves the outcome unknown.
+pub fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
+    dlbench_sql::classify::<PgDialect>(e, may_have_written, endpoint)
 }
 
-impl PgConfig {
-    pub fn new(endpoint: impl Into<String>) -> Self {
-        PgConfig {
-            endpoint: endpoint.into(),
-            user: "postgres".into(),
-            password: None,
-            database: "postgres".into(),
-            pool_size: 16,
-            connect_timeout: Duration::from_secs(3),
-            request_timeout: Duration::from_secs(5),
-            tls: None,
-        }
-    }
+impl Dialect for PgDialect {
+    type Db = sqlx::Postgres;
+    const NAME: &'static str = "postgres";
+    const USER: &'static str = "postgres";
+    const DATABASE: &'static str = "postgres";
+    const HOLDER: &'static str = "session";
 
-    /// The client's connect options (also used by the advisory-lock backends).
-    pub fn options(&self) -> Result<PgConnectOptions, LockError> {
-        let (host, port) = self
-            .endpoint
-            .rsplit_once(':')
-            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
-            .ok_or_else(|| LockError::Config(format!("postgres endpoint {:?} is not host:port", self.endpoint)))?;
+    fn options(config: &PgConfig, host: &str, port: u16) -> PgConnectOptions {
         let mut o = PgConnectOptions::new()
             .host(host)
             .port(port)
-            .username(&self.user)
-            .database(&self.database)
+            .username(&config.user)
+            .database(&config.database)
             .application_name("dlbench");
-        if let Some(p) = &self.password {
+        if let Some(p) = &config.password {
             o = o.password(p);
         }
-        if let Some(t) = &self.tls {
+        if let Some(t) = &config.tls {
             o = o.ssl_mode(sqlx::postgres::PgSslMode::VerifyCa);
             if let Some(ca) = &t.ca {
                 o = o.ssl_root_cert_from_pem(ca.clone());
@@ -120,191 +106,79 @@ impl PgConfig {
                 o = o.ssl_client_cert_from_pem(cert).ssl_client_key_from_pem(key);
             }
         }
-        Ok(o)
+        o
     }
-}
 
-/// A PostgreSQL server holding the lock table.
-pub struct PgBackend {
-    pool: PgPool,
-    config: PgConfig,
-    connections: Connections,
-}
+    /// 28P01 invalid password, 28000 invalid authorization, 3D000 no such database.
+    fn denied(db: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+        let code = db.code().unwrap_or_default();
+        code.starts_with("28") || code == "3D000"
+    }
 
-/// Map a client error to the lock's error: `may_have_written` when the statement may have
-/// reached the server, so a lost connection leaves the outcome unknown.
-pub fn classify(e: sqlx::Error, may_have_written: bool, endpoint: &str) -> LockError {
-    let msg = format!("postgres at {endpoint}: {e}");
-    match &e {
-        sqlx::Error::Database(db) => {
-            // 28P01 invalid password, 28000 invalid authorization, 3D000 no such database.
-            let code = db.code().unwrap_or_default();
-            if code.starts_with("28") || code == "3D000" {
-                LockError::Config(format!("postgres at {endpoint}: {}", db.message()))
-            } else {
-                // The statement failed, so its transaction rolled back.
-                LockError::Unavailable(msg)
+    /// Connection failures, and the server ending the session (57P0x shutdown or
+    /// termination, 25P03 idle-in-transaction timeout, 08xxx connection exceptions).
+    fn session_ended(e: &sqlx::Error) -> bool {
+        match e {
+            sqlx::Error::Database(d) => {
+                let code = d.code().unwrap_or_default();
+                code.starts_with("57P") || code.starts_with("08") || code == "25P03"
             }
+            _ => true,
         }
-        // A connection that could not even be opened carried no statement.
-        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => LockError::Unavailable(msg),
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed if may_have_written => {
-            LockError::Indeterminate(msg)
-        }
-        sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => LockError::Config(msg),
-        _ => LockError::Unavailable(msg),
     }
 }
 
-impl PgBackend {
-    pub async fn connect(config: PgConfig) -> Result<Self, LockError> {
-        Self::connect_with(config, Connections::default()).await
-    }
+#[async_trait]
+impl Table for PgDialect {
+    const OWNER_PER_CLIENT: bool = true;
+    type Memo = ();
 
-    /// As [`Self::connect`]; in `PerClient` mode each client opens a connection of its own
-    /// (a pool of one, so a connection the server dropped is replaced), as each process
-    /// would; in `Shared` mode clients share a pool of `pool_size`.
-    pub async fn connect_with(config: PgConfig, connections: Connections) -> Result<Self, LockError> {
-        let pool = open(&config, config.pool_size).await?;
+    async fn create(pool: &PgPool) -> Result<(), sqlx::Error> {
         for q in [CREATE, ADD_HOLDS] {
-            sqlx::query(q).execute(&pool).await.map_err(|e| classify(e, false, &config.endpoint))?;
+            sqlx::query(q).execute(pool).await?;
         }
-        Ok(PgBackend { pool, config, connections })
+        Ok(())
     }
 
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
+    async fn attempt(lock: &TableLock<Self>, key: &str, ttl: Duration, owner: &str) -> Result<Option<u64>, LockError> {
+        let q = sqlx::query_scalar::<_, i64>(ACQUIRE).bind(key).bind(ttl.as_secs_f64()).bind(owner).fetch_optional(lock.pool());
+        Ok(lock.bounded(q).await?.map(|token| token as u64))
+    }
+
+    async fn release(pool: &PgPool, key: &str, owner: &str) -> Result<u64, sqlx::Error> {
+        Ok(sqlx::query(RELEASE).bind(key).bind(owner).execute(pool).await?.rows_affected())
+    }
+
+    async fn extend(pool: &PgPool, key: &str, owner: &str, ttl: Duration) -> Result<u64, sqlx::Error> {
+        Ok(sqlx::query(EXTEND).bind(key).bind(owner).bind(ttl.as_secs_f64()).execute(pool).await?.rows_affected())
+    }
+
+    async fn claims(pool: &PgPool, key: &str) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(pool).await
     }
 }
 
-/// A pool of up to `size` connections, the first opened now, within the connect bound.
-async fn open(config: &PgConfig, size: u32) -> Result<PgPool, LockError> {
-    let pool = PgPoolOptions::new()
-        .max_connections(size.max(1))
-        .acquire_timeout(config.connect_timeout)
-        // sqlx pings every connection it hands out by default: one extra round trip per
-        // statement, which halved the lock-cycle rate against pgbench (dlbench calibrate).
-        // A dead connection now fails its statement instead, which the lock reports as
-        // an error, and the pool drops it.
-        .test_before_acquire(false)
-        .connect_with(config.options()?);
-    let pool = tokio::time::timeout(config.connect_timeout * 2, pool)
-        .await
-        .map_err(|_| LockError::Unavailable(format!("postgres at {}: connect timed out", config.endpoint)))?
-        .map_err(|e| classify(e, false, &config.endpoint))?;
-    Ok(pool)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-#[async_trait]
-impl Backend for PgBackend {
-    fn name(&self) -> &'static str {
-        "postgres"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            fencing: true,
-            fifo: false,
-            expiry: Expiry::Ttl,
-            wait: WaitStyle::Poll,
-            lock_delay: false,
-        }
-    }
-    async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let pool = match self.connections {
-            Connections::Shared => self.pool.clone(),
-            Connections::PerClient => open(&self.config, 1).await?,
-        };
-        let own = self.connections == Connections::PerClient;
-        Ok(Box::new(PgLock { pool, config: self.config.clone(), owner: format!("{:032x}", rand::random::<u128>()), own }))
-    }
-    fn describe(&self) -> String {
-        format!("postgres {}/{}", self.config.endpoint, self.config.database)
-    }
-    fn connections(&self) -> Option<Connections> {
-        Some(self.connections)
-    }
-    async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
-        let q = sqlx::query_scalar::<_, String>(CLAIMS).bind(key).fetch_all(&self.pool);
-        let owners = tokio::time::timeout(self.config.request_timeout, q)
-            .await
-            .map_err(|_| LockError::Unavailable(format!("postgres at {}: no reply in time", self.config.endpoint)))?
-            .map_err(|e| classify(e, false, &self.config.endpoint))?;
-        Ok(owners.into_iter().map(|o| format!("dlbench_locks row {key:?} locked_by {o}")).collect())
-    }
-}
-
-struct PgLock {
-    pool: PgPool,
-    config: PgConfig,
-    /// This client's id in `locked_by`, the same for all its acquires (the owner check that
-    /// makes the lock reentrant).
-    owner: String,
-    /// The pool is this client's alone (`PerClient`): close ends its connection.
-    own: bool,
-}
-
-impl PgLock {
-    async fn bounded<T>(&self, f: impl std::future::Future<Output = Result<T, sqlx::Error>>, writes: bool) -> Result<T, LockError> {
-        match tokio::time::timeout(self.config.request_timeout, f).await {
-            Ok(r) => r.map_err(|e| classify(e, writes, &self.config.endpoint)),
-            Err(_) if writes => Err(LockError::Indeterminate(format!("postgres at {}: no reply in time", self.config.endpoint))),
-            Err(_) => Err(LockError::Unavailable(format!("postgres at {}: no reply in time", self.config.endpoint))),
-        }
-    }
-}
-
-
-#[async_trait]
-impl DistLock for PgLock {
-    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
-        let invoked_at = Instant::now();
-        let owner = &self.owner;
-        let ttl = opts.ttl.as_secs_f64();
-        let attempt = || async {
-            let q = sqlx::query_scalar::<_, i64>(ACQUIRE).bind(key).bind(ttl).bind(owner.as_str()).fetch_optional(&self.pool);
-            self.bounded(q, true).await
-        };
-        let (token, attempt_at) = dlbench_core::poll(opts, invoked_at, attempt).await?;
-        Ok(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(token as u64)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            valid_until: attempt_at + opts.ttl,
-            handle: LeaseHandle::new(owner.clone()),
-            lost: LostSignal::never(),
-        })
+    #[test]
+    fn config_defaults_and_endpoint_errors_name_postgres() {
+        let c = PgConfig::new("db.example:5433");
+        assert_eq!((c.user.as_str(), c.database.as_str(), c.pool_size), ("postgres", "postgres", 16));
+        assert!(c.options().is_ok());
+        let e = PgConfig::new("no-port").options().unwrap_err();
+        assert_eq!(e, LockError::Config("postgres endpoint \"no-port\" is not host:port".into()));
+        assert_eq!(c.no_reply(true), LockError::Indeterminate("postgres at db.example:5433: no reply in time".into()));
+        assert_eq!(c.no_reply(false), LockError::Unavailable("postgres at db.example:5433: no reply in time".into()));
     }
 
-    async fn release(&self, lease: Lease) -> Result<(), LockError> {
-        let q = sqlx::query(RELEASE).bind(&lease.key).bind(&lease.handle.id).execute(&self.pool);
-        let r = self.bounded(q, true).await?;
-        if r.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(LockError::NotHeld(format!("{}: not ours or expired", lease.key)))
-        }
-    }
-
-    async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
-        let sent = Instant::now();
-        let q = sqlx::query(EXTEND).bind(&lease.key).bind(&lease.handle.id).bind(ttl.as_secs_f64()).execute(&self.pool);
-        let r = self.bounded(q, true).await?;
-        if r.rows_affected() == 1 {
-            lease.valid_until = sent + ttl;
-            Ok(())
-        } else {
-            Err(LockError::NotHeld(format!("{}: not ours or expired", lease.key)))
-        }
-    }
-
-    // A crashed process's connection just drops (with this client); its rows expire by TTL.
-    async fn abandon(&self) {}
-
-    async fn close(&self) {
-        if self.own {
-            self.pool.close().await;
-        }
+    #[test]
+    fn a_refused_connection_is_unavailable_and_a_cut_one_unknown_only_after_a_write() {
+        let refused = || sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let reset = || sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(matches!(classify(refused(), true, "h:1"), LockError::Unavailable(_)));
+        assert!(matches!(classify(reset(), true, "h:1"), LockError::Indeterminate(_)));
+        assert!(matches!(classify(reset(), false, "h:1"), LockError::Unavailable(_)));
     }
 }

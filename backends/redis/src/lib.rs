@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease,
-    LeaseHandle, LockError, LostSignal, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, DistLock, Expiry, Lease,
+    LeaseHandle, LockError, WaitStyle,
 };
 
 pub use node::{NodeConfig, RedisNode};
@@ -66,20 +66,10 @@ impl Backend for RedisBackend {
         "redis"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            fencing: true,
-            fifo: false,
-            expiry: Expiry::Ttl,
-            wait: WaitStyle::Poll,
-            lock_delay: false,
-        }
+        Capabilities::cp(Expiry::Ttl, WaitStyle::Poll)
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let node = match self.connections {
-            Connections::Shared => self.node.clone(),
-            Connections::PerClient => RedisNode::connect(&self.cfg).await?,
-        };
+        let node = self.connections.pick(&self.node, || RedisNode::connect(&self.cfg)).await?;
         Ok(Box::new(RedisLock { node, slow: self.slow }))
     }
     fn describe(&self) -> String {
@@ -108,15 +98,7 @@ impl DistLock for RedisLock {
         }
         let token = node::random_token();
         let (fence, attempt_at) = dlbench_core::poll(opts, invoked_at, || self.node.set_nx_px_fenced(key, &token, opts.ttl)).await?;
-        Ok(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(fence)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            valid_until: attempt_at + opts.ttl,
-            handle: LeaseHandle::new(token),
-            lost: LostSignal::never(),
-        })
+        Ok(Lease::granted(key, Some(fence), invoked_at, attempt_at + opts.ttl, LeaseHandle::new(token)))
     }
 
     async fn release(&self, lease: Lease) -> Result<(), LockError> {

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, Lease, LeaseHandle,
-    LockError, LostSignal, WaitStyle,
+    AcquireOptions, Backend, Capabilities, Connections, DistLock, Expiry, Lease, LeaseHandle,
+    LockError, WaitStyle,
 };
 use futures::StreamExt;
 use redis::Script;
@@ -219,21 +219,12 @@ impl Backend for RedissonBackend {
         "redisson"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            fencing: true,
-            fifo: false,
-            expiry: Expiry::Ttl,
-            // The release's message wakes the waiters (all of them: they race for it).
-            wait: WaitStyle::Watch,
-            lock_delay: false,
-        }
+        // The release's message wakes the waiters (all of them: they race for it).
+        Capabilities::cp(Expiry::Ttl, WaitStyle::Watch)
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let (node, hub) = match self.connections {
-            Connections::Shared => (self.node.clone(), self.hub.clone()),
-            Connections::PerClient => (RedisNode::connect(&self.cfg).await?, Arc::new(Hub::new(self.cfg.clone()))),
-        };
+        let node = self.connections.pick(&self.node, || RedisNode::connect(&self.cfg)).await?;
+        let hub = self.connections.pick(&self.hub, || async { Ok(Arc::new(Hub::new(self.cfg.clone()))) }).await?;
         // Redisson's owner is `<instance UUID>:<thread id>`; a dlbench client is one thread
         // of its own instance.
         let owner = format!("{}:1", random_token());
@@ -273,15 +264,7 @@ impl RedissonLock {
     }
 
     fn lease(&self, key: &str, token: u64, invoked_at: Instant, attempt_at: Instant, ttl: Duration) -> Lease {
-        Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(token)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            valid_until: attempt_at + ttl,
-            handle: LeaseHandle::new(self.owner.clone()).with_data(Held { ttl }),
-            lost: LostSignal::never(),
-        }
+        Lease::granted(key, Some(token), invoked_at, attempt_at + ttl, LeaseHandle::new(self.owner.clone()).with_data(Held { ttl }))
     }
 
     /// Wait for the lock while subscribed to its channel.

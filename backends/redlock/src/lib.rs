@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use dlbench_core::{
     AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, Lease, LeaseHandle,
-    LockError, LostSignal, WaitStyle,
+    LockError, WaitStyle,
 };
 use dlbench_core::jittered_sleep;
 use dlbench_redis::{node::random_token, NodeConfig, RedisNode};
@@ -80,20 +80,13 @@ impl Backend for RedlockBackend {
         "redlock"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Ap,
-            fencing: false,
-            fifo: false,
-            expiry: Expiry::Ttl,
-            wait: WaitStyle::Poll,
-            lock_delay: false,
-        }
+        Capabilities { consistency: Consistency::Ap, fencing: false, ..Capabilities::cp(Expiry::Ttl, WaitStyle::Poll) }
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let nodes = match self.connections {
-            Connections::Shared => self.nodes.clone(),
-            Connections::PerClient => self.configs.iter().map(RedisNode::connect_lazy).collect::<Result<_, _>>()?,
-        };
+        let nodes = self
+            .connections
+            .pick(&self.nodes, || async { self.configs.iter().map(RedisNode::connect_lazy).collect::<Result<_, _>>() })
+            .await?;
         Ok(Box::new(Redlock { nodes, node_timeout: self.node_timeout }))
     }
     fn connections(&self) -> Option<Connections> {
@@ -195,15 +188,7 @@ impl DistLock for Redlock {
         loop {
             match self.round(key, &token, opts.ttl, per_node).await {
                 Round::Won(valid_until) => {
-                    return Ok(Lease {
-                        key: key.to_string(),
-                        token: None,
-                        invoked_at,
-                        acquired_at: Instant::now(),
-                        valid_until,
-                        handle: LeaseHandle::new(token).with_data(Claim { per_node }),
-                        lost: LostSignal::never(),
-                    })
+                    return Ok(Lease::granted(key, None, invoked_at, valid_until, LeaseHandle::new(token).with_data(Claim { per_node })))
                 }
                 Round::Lost { contended, last_error } => {
                     let done = opts.wait.is_zero() || Instant::now() >= deadline;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use dlbench_core::{
-    AcquireOptions, Backend, Capabilities, Connections, Consistency, DistLock, Expiry, FencingToken, GrantedTtl,
+    AcquireOptions, Backend, Capabilities, Connections, DistLock, Expiry, GrantedTtl,
     Lease, LeaseHandle, LockError, WaitStyle,
 };
 use tokio::sync::Mutex;
@@ -78,14 +78,7 @@ impl Backend for ZkBackend {
         "zookeeper"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            consistency: Consistency::Cp,
-            fencing: true,
-            fifo: true,
-            expiry: Expiry::Session,
-            wait: WaitStyle::Watch,
-            lock_delay: false,
-        }
+        Capabilities::cp(Expiry::Session, WaitStyle::Watch).with_fifo()
     }
     /// A session opened with the requested timeout and closed: the timeout the server
     /// negotiated (held between its tickTime's minimum and maximum multiples) is what a
@@ -349,15 +342,8 @@ impl ZkLock {
         }
         let Some(h) = held.get_mut(&path) else { return Ok(None) };
         h.count += 1;
-        Ok(Some(Lease {
-            key: key.to_string(),
-            token: Some(FencingToken(czxid as u64)),
-            invoked_at,
-            acquired_at: Instant::now(),
-            valid_until: invoked_at + s.timeout,
-            handle: LeaseHandle::new(path).with_data(Claim { session: Arc::downgrade(s) }),
-            lost: s.lost.subscribe(),
-        }))
+        let handle = LeaseHandle::new(path).with_data(Claim { session: Arc::downgrade(s) });
+        Ok(Some(Lease::granted(key, Some(czxid as u64), invoked_at, invoked_at + s.timeout, handle).with_lost(s.lost.subscribe())))
     }
 }
 
@@ -401,15 +387,10 @@ impl DistLock for ZkLock {
         match waited {
             // The session lives a negotiated timeout past the last answer it had, however
             // long the claim queued: measured from the grant, not from the invoke.
-            Ok(Some(asked)) => Ok(Lease {
-                key: key.to_string(),
-                token: Some(FencingToken(czxid as u64)),
-                invoked_at,
-                acquired_at: Instant::now(),
-                valid_until: asked + s.timeout,
-                handle: LeaseHandle::new(path).with_data(Claim { session: Arc::downgrade(&s) }),
-                lost: s.lost.subscribe(),
-            }),
+            Ok(Some(asked)) => {
+                let handle = LeaseHandle::new(path).with_data(Claim { session: Arc::downgrade(&s) });
+                Ok(Lease::granted(key, Some(czxid as u64), invoked_at, asked + s.timeout, handle).with_lost(s.lost.subscribe()))
+            }
             Ok(None) => Err(LockError::SessionLost("our lock node vanished while waiting: session expired".into())),
             Err(e @ LockError::SessionLost(_)) => Err(e),
             Err(e) => match self.withdraw(&s, &path).await {
