@@ -4,7 +4,8 @@
 //! few shards, each behind its own mutex; a client records into shard `client % shards`, so
 //! ten thousand clients share a handful of histograms instead of owning one each. Besides
 //! the run totals, each shard keeps an interval slice that [`Recorder::tick`] drains once a
-//! second into the time series and the `.hlog` interval log.
+//! second into the time series and the `.hlog` interval log. [`samples`] holds the statistics
+//! over a handful of runs (medians, the Mann-Whitney U test, Holm's adjustment) `compare` uses.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -16,6 +17,8 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+
+pub mod samples;
 
 const MAX_US: u64 = 600_000_000;
 

@@ -6,16 +6,15 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::tables::{by_family, esc, family, with_headings};
 use super::Input;
 use crate::checker::{SegmentVerdict, Validity};
 use crate::history::{self, Record};
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-use crate::stats::fmt_ms_cell as ms;
 use crate::judgement;
+use crate::stats::fmt_ms_cell as ms;
+use crate::summary::calibration::Calibration;
+use crate::summary::{BackendSummary, Summary, WorkloadSummary};
+
 
 /// (segment, checker, evidence) -> the history records of the operations involved.
 pub type Excerpts = HashMap<(usize, String, usize), Vec<String>>;
@@ -103,8 +102,48 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     if let Some(why) = &input.incomplete {
         let _ = write!(h, "<p class=\"banner\" id=\"incomplete\"><b>Incomplete run</b>: {}.</p>", esc(why));
     }
-    // Metadata.
-    let _ = write!(h, "<h2>Run</h2><dl>");
+    h.push_str(&run_metadata(s));
+    if !input.files.is_empty() {
+        h.push_str("<p id=\"files\">Data: ");
+        let links: Vec<String> = input.files.iter().map(|f| format!("<a href=\"{0}\">{0}</a>", esc(f))).collect();
+        h.push_str(&links.join(" · "));
+        h.push_str("</p>");
+    }
+    h.push_str(&checks_matrix(&input.verdicts));
+    h.push_str(&format!("<p id=\"resource\">{}</p>", esc(&super::text::resource_line(s))));
+    h.push_str(&ap_cp(s));
+    h.push_str(&workloads(s));
+    h.push_str(&anomalies(s));
+    h.push_str(&properties(s));
+    h.push_str(&cost(s));
+    h.push_str(&scaling(s));
+    h.push_str(&shards(s));
+    if let Some(c) = &s.calibration {
+        h.push_str(&calibration(c));
+    }
+    if let Some(r) = &s.resources {
+        h.push_str(&resources(r, s.soak.as_ref()));
+    }
+    h.push_str(&scenarios(s));
+    h.push_str(&hits(s));
+    h.push_str("<h2>Plots</h2>");
+    for (title, path) in plots {
+        let _ = write!(h, "<h3>{}</h3><img src=\"{}\" alt=\"{}\">", esc(title), esc(&path.to_string_lossy()), esc(title));
+    }
+    h.push_str("<h2>Glossary</h2><dl id=\"glossary\">");
+    for (k, v) in glossary() {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    h.push_str("</dl>");
+    h.push_str(&checks(&input.verdicts));
+    h.push_str(&evidence(&input.verdicts, excerpts));
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// The run's metadata: status, times, command, build, target, machine, servers, plan.
+fn run_metadata(s: &Summary) -> String {
+    let mut h = String::from("<h2>Run</h2><dl>");
     let mut meta = |k: &str, v: String| {
         let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(&v));
     };
@@ -120,7 +159,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     );
     meta("servers", s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
     meta("fencing", format!("{:?}", s.fencing).to_lowercase());
-    let ws: Vec<&crate::summary::WorkloadSummary> = s.backends.iter().flat_map(|b| &b.workloads).collect();
+    let ws: Vec<&WorkloadSummary> = s.backends.iter().flat_map(|b| &b.workloads).collect();
     if let Some(seed) = ws.iter().find_map(|w| w.seed) {
         meta("seed", format!("{seed} (repeat with --seed {seed})"));
     }
@@ -142,24 +181,24 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         meta("peak memory", format!("{rss} MB"));
     }
     h.push_str("</dl>");
-    if !input.files.is_empty() {
-        h.push_str("<p id=\"files\">Data: ");
-        let links: Vec<String> = input.files.iter().map(|f| format!("<a href=\"{0}\">{0}</a>", esc(f))).collect();
-        h.push_str(&links.join(" · "));
-        h.push_str("</p>");
-    }
-    h.push_str(&checks_matrix(&input.verdicts));
-    h.push_str(&format!("<p id=\"resource\">{}</p>", esc(&super::text::resource_line(s))));
+    h
+}
 
-    // The AP / CP table, per workload, only when faults were applied.
+/// A phase's checks cell: its validity linked to the backend's checks.
+fn checks_cell(b: &BackendSummary, w: &WorkloadSummary) -> String {
+    w.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into())
+}
+
+/// The AP / CP table, per workload, only when faults were applied.
+fn ap_cp(s: &Summary) -> String {
     if !s.faults_applied() {
-        h.push_str(&format!(
+        return format!(
             "<h2>{}</h2><p id=\"no-ap-cp\">{} Each phase's safety verdict and checks are in the workload table below.</p>",
             judgement::CLASS_HEADING,
             judgement::no_class(s.faults_without_effect())
-        ));
-    } else {
-    h.push_str(&format!("<h2>{} (per workload)</h2>", judgement::CLASS_HEADING));
+        );
+    }
+    let mut h = format!("<h2>{} (per workload)</h2>", judgement::CLASS_HEADING);
     h.push_str("<div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery</th>\
                 <th>overlaps</th><th>lost upd (no fence)</th><th>fencing</th><th>evidence</th><th>claims</th><th>observed</th>\
                 <th>checks</th><th>verdict</th></tr>");
@@ -171,7 +210,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         for w in &b.workloads {
             let v = w.verdict.as_ref();
             let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-            let check = w.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
+            let check = checks_cell(b, w);
             let _ = write!(
                 h,
                 "<tr><td>{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{check}</td><td class=\"l\">{}</td></tr>",
@@ -198,20 +237,21 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         }
     }
     h.push_str("</table></div>");
-    }
+    h
+}
 
-    // Per-workload table.
-    h.push_str("<h2>Workloads</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>clients</th><th>keys</th><th>acq/s</th><th>p50 ms</th>\
+/// The per-workload table, grouped by family.
+fn workloads(s: &Summary) -> String {
+    let mut h = String::from("<h2>Workloads</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>clients</th><th>keys</th><th>acq/s</th><th>p50 ms</th>\
                 <th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>handoff p50 ms</th><th>fair</th><th>errors</th><th>overlaps</th>\
                 <th>lost upd</th><th>stale tok</th><th>checks</th><th>verdict</th><th>flags</th></tr>");
-    use crate::report::text::{by_family, family, with_headings};
     for (heading, b) in with_headings(by_family(s).into_iter().map(|b| (family(b), b)).collect()) {
         if let Some(f) = heading {
             let _ = write!(h, "<tr><th class=\"l\" colspan=\"18\">{}</th></tr>", esc(f));
         }
         for w in &b.workloads {
             let l = &w.acquire_latency_us;
-            let check = w.validity.map(|v| format!("<a class=\"{}\" href=\"#checks-{}\">{v}</a>", validity_class(v), esc(&b.name))).unwrap_or_else(|| "-".into());
+            let check = checks_cell(b, w);
             let verdict = w.verdict.as_ref().map(|v| esc(&v.headline)).unwrap_or_else(|| "-".into());
             let flags = if w.anomalies.is_empty() {
                 "-".to_string()
@@ -240,67 +280,56 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         }
     }
     h.push_str("</table></div>");
-    let flags = crate::report::text::anomalies(s);
+    h
+}
+
+/// The anomaly flags, or a line saying there were none.
+fn anomalies(s: &Summary) -> String {
+    let flags = super::text::anomalies(s);
     if flags.is_empty() {
-        h.push_str("<p id=\"anomalies\">No anomaly flagged: no second without an acquisition, no max over 10x the p99, no stall past the wait timeout, every rate settled.</p>");
-    } else {
-        h.push_str("<h2 id=\"anomalies\">Anomalies</h2><p>Flags from each phase's per-second series (criteria in docs/results-and-compare.md, <i>Steady state and anomalies</i>):</p><ul>");
-        for f in &flags {
-            let _ = write!(h, "<li class=\"unknown\">{}</li>", esc(f));
-        }
-        h.push_str("</ul>");
+        return "<p id=\"anomalies\">No anomaly flagged: no second without an acquisition, no max over 10x the p99, no stall past the wait timeout, every rate settled.</p>".into();
     }
-
-    h.push_str(&properties(s));
-    h.push_str(&cost(s));
-    h.push_str(&scaling(s));
-    h.push_str(&shards(s));
-    if let Some(c) = &s.calibration {
-        h.push_str(&calibration(c));
+    let mut h = String::from("<h2 id=\"anomalies\">Anomalies</h2><p>Flags from each phase's per-second series (criteria in docs/results-and-compare.md, <i>Steady state and anomalies</i>):</p><ul>");
+    for f in &flags {
+        let _ = write!(h, "<li class=\"unknown\">{}</li>", esc(f));
     }
-    if let Some(r) = &s.resources {
-        h.push_str(&resources(r, s.soak.as_ref()));
+    h.push_str("</ul>");
+    h
+}
+
+/// The scenario outcomes, expected beside observed.
+fn scenarios(s: &Summary) -> String {
+    if s.scenarios.is_empty() {
+        return String::new();
     }
-
-    if !s.scenarios.is_empty() {
-        h.push_str("<h2>Scenarios</h2><div class=\"scroll\"><table><tr><th>scenario</th><th>backend</th><th>fencing</th><th>expected</th><th>observed</th><th>agrees</th></tr>");
-        for o in &s.scenarios {
-            let name = if o.case.is_empty() { o.scenario.clone() } else { format!("{} ({})", o.scenario, o.case) };
-            let _ = write!(
-                h,
-                "<tr><td>{} {}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"{}\">{}</td></tr>",
-                esc(&name),
-                esc(&o.title),
-                esc(&o.backend),
-                esc(&o.fencing),
-                esc(&o.expected.to_string()),
-                esc(&o.observed),
-                if o.ok { "valid" } else { "invalid" },
-                if o.ok { "yes" } else { "NO" }
-            );
-        }
-        h.push_str("</table></div>");
+    let mut h = String::from("<h2>Scenarios</h2><div class=\"scroll\"><table><tr><th>scenario</th><th>backend</th><th>fencing</th><th>expected</th><th>observed</th><th>agrees</th></tr>");
+    for o in &s.scenarios {
+        let name = if o.case.is_empty() { o.scenario.clone() } else { format!("{} ({})", o.scenario, o.case) };
+        let _ = write!(
+            h,
+            "<tr><td>{} {}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"{}\">{}</td></tr>",
+            esc(&name),
+            esc(&o.title),
+            esc(&o.backend),
+            esc(&o.fencing),
+            esc(&o.expected.to_string()),
+            esc(&o.observed),
+            if o.ok { "valid" } else { "invalid" },
+            if o.ok { "yes" } else { "NO" }
+        );
     }
+    h.push_str("</table></div>");
+    h
+}
 
-    h.push_str(&hits(s));
-
-    h.push_str("<h2>Plots</h2>");
-    for (title, path) in plots {
-        let _ = write!(h, "<h3>{}</h3><img src=\"{}\" alt=\"{}\">", esc(title), esc(&path.to_string_lossy()), esc(title));
-    }
-
-    h.push_str("<h2>Glossary</h2><dl id=\"glossary\">");
-    for (k, v) in glossary() {
-        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
-    }
-    h.push_str("</dl>");
-
-    h.push_str("<h2>Checks</h2>");
-    if input.verdicts.is_empty() {
+/// Each phase's checkers, their answers and the evidence they name (linked below).
+fn checks(verdicts: &[SegmentVerdict]) -> String {
+    let mut h = String::from("<h2>Checks</h2>");
+    if verdicts.is_empty() {
         h.push_str("<p>No history was kept for this run, so only the resource's counts above speak for safety.</p>");
     }
     let mut anchored = std::collections::HashSet::new();
-    for (i, v) in input.verdicts.iter().enumerate() {
+    for (i, v) in verdicts.iter().enumerate() {
         let anchor = if anchored.insert(v.backend.clone()) { format!(" id=\"checks-{}\"", esc(&v.backend)) } else { String::new() };
         let _ = write!(h, "<h3{anchor}><span id=\"seg-{i}\"></span>{} {}: <span class=\"{}\">{}</span></h3><ul>", esc(&v.backend), esc(&v.workload), validity_class(v.valid), v.valid);
         for r in &v.results {
@@ -317,9 +346,14 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         }
         h.push_str("</ul>");
     }
-    // Evidence: the operations, quoted from the history.
+    h
+}
+
+/// Evidence: the operations the checks name, quoted from the history.
+fn evidence(verdicts: &[SegmentVerdict], excerpts: &Excerpts) -> String {
+    let mut h = String::new();
     let mut any = false;
-    for (i, v) in input.verdicts.iter().enumerate() {
+    for (i, v) in verdicts.iter().enumerate() {
         for r in &v.results {
             for (j, e) in r.evidence.iter().enumerate() {
                 if !any {
@@ -340,7 +374,6 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
             }
         }
     }
-    h.push_str("</body></html>\n");
     h
 }
 
@@ -380,7 +413,7 @@ fn checks_matrix(verdicts: &[SegmentVerdict]) -> String {
     h
 }
 
-/// `dlbench calibrate`'s three tables.
+/// Machine usage over the run (and the soak's outcome, when it was one).
 fn resources(r: &crate::summary::usage::UsageSummary, soak: Option<&crate::summary::soak::SoakOutcome>) -> String {
     let mut h = String::from("<h2>Resources</h2>");
     if let Some(o) = soak {
@@ -495,113 +528,40 @@ fn hits(s: &crate::summary::Summary) -> String {
 
 /// The four-properties table (see `text::properties_rows`).
 fn properties(s: &crate::summary::Summary) -> String {
-    use crate::report::text::{properties_rows, PROPERTIES_HEADER, PROPERTIES_NOTE};
+    use crate::report::tables::{properties_rows, PROPERTIES_HEADER, PROPERTIES_NOTE};
     let rows: Vec<Vec<String>> = properties_rows(s).into_iter().map(Vec::from).collect();
     cells_table("properties", "The four properties", &PROPERTIES_HEADER, &rows, &[0, 1, 2, 4, 5, 6], PROPERTIES_NOTE)
 }
 
 /// The cost-per-acquisition table (see `text::cost_rows`).
 fn cost(s: &crate::summary::Summary) -> String {
-    use crate::report::text::{cost_rows, COST_HEADER, COST_NOTE};
+    use crate::report::tables::{cost_rows, COST_HEADER, COST_NOTE};
     let rows: Vec<Vec<String>> = cost_rows(s).into_iter().map(Vec::from).collect();
     cells_table("cost", "Cost per acquisition", &COST_HEADER, &rows, &[1, 6], COST_NOTE)
 }
 
 /// The scaling table: each swept backend · workload's points, the knee marked.
 fn scaling(s: &crate::summary::Summary) -> String {
-    use crate::report::text::{scaling_rows, SCALING_HEADER, SCALING_NOTE};
+    use crate::report::tables::{scaling_rows, SCALING_HEADER, SCALING_NOTE};
     let rows: Vec<Vec<String>> = scaling_rows(s).into_iter().map(Vec::from).collect();
     cells_table("scaling", "Scaling", &SCALING_HEADER, &rows, &[1, 7], SCALING_NOTE)
 }
 
 /// The shards of a merged run (see `text::shard_rows`).
 fn shards(s: &crate::summary::Summary) -> String {
-    use crate::report::text::{shard_rows, SHARD_HEADER, SHARD_NOTE};
+    use crate::report::tables::{shard_rows, SHARD_HEADER, SHARD_NOTE};
     let rows: Vec<Vec<String>> = shard_rows(s).into_iter().map(Vec::from).collect();
     cells_table("shards", "Shards", &SHARD_HEADER, &rows, &[0, 1], SHARD_NOTE)
 }
 
-fn calibration(c: &crate::summary::calibration::Calibration) -> String {
+/// `dlbench calibrate`'s tables (`report::calibration`), each under its heading.
+fn calibration(c: &Calibration) -> String {
     let mut h = format!("<h2>Calibration</h2><p>{} connections, {:.0} s per measurement, one local target.</p>", c.connections, c.seconds);
-    if !c.side_by_side.is_empty() {
-        h.push_str("<h3>The harness beside reference tools</h3><div class=\"scroll\"><table><tr><th>backend</th><th>work</th><th>dlbench /s</th><th>reference</th><th>reference /s</th><th>ratio</th></tr>");
-        for r in &c.side_by_side {
-            let _ = write!(
-                h,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.2}</td></tr>",
-                esc(&r.backend),
-                esc(&r.work),
-                r.dlbench_per_sec,
-                esc(&r.reference),
-                r.reference_per_sec,
-                r.ratio
-            );
+    for t in super::calibration::sections(c) {
+        let _ = write!(h, "<h3>{}</h3>{}", t.title, t.table.html());
+        if let Some(note) = &t.note {
+            let _ = write!(h, "<p>{}</p>", esc(note));
         }
-        h.push_str("</table></div>");
-    }
-    if !c.primitive_cost.is_empty() {
-        h.push_str("<h3>A lock cycle in primitives (each client its own key)</h3><div class=\"scroll\"><table><tr><th>backend</th><th>primitive</th><th>primitive /s</th><th>lock cycles /s</th><th>primitives per cycle</th></tr>");
-        for r in &c.primitive_cost {
-            let _ = write!(
-                h,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.1}</td></tr>",
-                esc(&r.backend),
-                esc(&r.primitive),
-                r.primitive_per_sec,
-                r.lock_cycle_per_sec,
-                r.primitives_per_cycle
-            );
-        }
-        h.push_str("</table></div>");
-    }
-    if !c.efficiency.is_empty() {
-        h.push_str("<h3>Hot-key hand-offs against the bound (the critical path of a hand-off, each term at its best case)</h3><div class=\"scroll\"><table><tr><th>backend</th><th>critical path µs</th><th>bound /s</th><th>hand-offs /s</th><th>efficiency</th><th>beside the path µs (not summed)</th><th>note</th></tr>");
-        for r in &c.efficiency {
-            let _ = write!(
-                h,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.2}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
-                esc(&r.backend),
-                esc(&r.path_line()),
-                r.bound_per_sec,
-                r.handoff_per_sec,
-                r.efficiency,
-                esc(&r.beside_line()),
-                esc(&r.note)
-            );
-        }
-        h.push_str("</table></div>");
-    }
-    let rows = crate::report::text::handoff_rows(c);
-    if !rows.is_empty() {
-        h.push_str("<h3>Hot-key hand-offs as they happened</h3><div class=\"scroll\"><table><tr>");
-        for col in crate::report::text::HANDOFF_HEADER {
-            let _ = write!(h, "<th>{}</th>", esc(col));
-        }
-        h.push_str("</tr>");
-        for r in rows {
-            h.push_str("<tr>");
-            for (i, cell) in r.iter().enumerate() {
-                let _ = write!(h, "<td{}>{}</td>", if i == 0 { " class=\"l\"" } else { "" }, esc(cell));
-            }
-            h.push_str("</tr>");
-        }
-        h.push_str("</table></div>");
-    }
-    let rows = crate::report::text::peer_rows(c);
-    if !rows.is_empty() {
-        h.push_str("<h3>Official clients beside dlbench</h3><div class=\"scroll\"><table><tr>");
-        for col in crate::report::text::PEER_HEADER {
-            let _ = write!(h, "<th>{}</th>", esc(col));
-        }
-        h.push_str("</tr>");
-        for r in &rows {
-            h.push_str("<tr>");
-            for (i, cell) in r.iter().enumerate() {
-                let _ = write!(h, "<td{}>{}</td>", if i < 3 { " class=\"l\"" } else { "" }, esc(cell));
-            }
-            h.push_str("</tr>");
-        }
-        let _ = write!(h, "</table></div><p>{}</p>", esc(&crate::report::text::peer_note(c)));
     }
     h
 }

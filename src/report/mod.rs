@@ -2,9 +2,11 @@
 //! from what a run directory holds — also for a run that was killed, from its partial
 //! summary and history.
 
+mod calibration;
 mod html;
 mod partial;
 pub mod plots;
+mod tables;
 pub mod text;
 
 use std::path::{Path, PathBuf};

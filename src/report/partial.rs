@@ -6,6 +6,7 @@ use crate::checker::{self, History, Outcome};
 use crate::history::{Op, Segment};
 use crate::stats::{new_histogram, us, Percentiles, TimePoint};
 use crate::summary::{LagMs, WorkloadSummary};
+use hdrhistogram::Histogram;
 
 pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
     let h = History::from_segment(seg);
@@ -13,41 +14,13 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
     let fig = |checker: &str, f: &str| {
         v.results.iter().find(|r| r.checker == checker).and_then(|r| r.figures.get(f)).and_then(|x| x.as_u64()).unwrap_or(0)
     };
-    let mut acquire = new_histogram();
-    let mut release = new_histogram();
-    let mut errors = 0u64;
-    let seconds = (h.end_ns / 1_000_000_000 + 1) as usize;
-    let mut series: Vec<(u64, u64, hdrhistogram::Histogram<u64>)> = Vec::new();
-    let mut clients = std::collections::BTreeSet::new();
-    for o in &h.ops {
-        clients.insert(o.p);
-        let Some(c) = o.complete_ns else { continue };
-        let lat = std::time::Duration::from_nanos(c.saturating_sub(o.invoke_ns));
-        let sec = ((c / 1_000_000_000) as usize).min(seconds.saturating_sub(1));
-        while series.len() <= sec {
-            series.push((0, 0, new_histogram()));
-        }
-        match (o.f, o.outcome) {
-            (Op::Acquire, Outcome::Ok) => {
-                acquire.saturating_record(us(lat));
-                series[sec].0 += 1;
-                series[sec].2.saturating_record(us(lat));
-            }
-            (Op::Release, Outcome::Ok) => release.saturating_record(us(lat)),
-            (_, Outcome::Fail | Outcome::Info) => {
-                errors += 1;
-                series[sec].1 += 1;
-            }
-            _ => {}
-        }
-    }
+    let Tally { acquire, release, errors, series, clients } = tally(&h);
     let measured_s = h.end_ns as f64 / 1e9;
     let acquired = acquire.len();
-    let q = |h: &hdrhistogram::Histogram<u64>, x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
     WorkloadSummary {
         name: seg.meta.as_ref().map(|m| m.workload.clone()).unwrap_or_default(),
         phase_id: seg.meta.as_ref().map(|m| m.phase_id()).unwrap_or_default(),
-        clients: clients.len(),
+        clients,
         keys: seg.meta.as_ref().map(|m| m.keys.len()).unwrap_or(0),
         seed: None,
         warmup_s: 0.0,
@@ -72,20 +45,7 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
         driver_lag_ms: LagMs::default(),
         open_loop: None,
         first_keys: Vec::new(),
-        timeseries: series
-            .iter()
-            .enumerate()
-            .map(|(t, (ok, failed, h))| TimePoint {
-                t: t as u32,
-                ok: *ok,
-                failed: *failed,
-                timeouts: 0,
-                p50_us: q(h, 0.5),
-                p99_us: q(h, 0.99),
-                max_us: if h.is_empty() { 0 } else { h.max() },
-                backlog: None,
-            })
-            .collect(),
+        timeseries: timeseries(&series),
         errors,
         error_kinds: Default::default(),
         timeouts: 0,
@@ -142,4 +102,65 @@ fn exposure(h: &crate::checker::History) -> Option<f64> {
         busy += b - a;
     }
     Some(busy as f64 / (by_key.len() as f64 * h.end_ns as f64))
+}
+
+/// What a history's operations add up to: acquire and release latencies, failures, the
+/// per-second series (grants, failures, grant latencies) and how many clients took part.
+struct Tally {
+    acquire: Histogram<u64>,
+    release: Histogram<u64>,
+    errors: u64,
+    series: Vec<(u64, u64, Histogram<u64>)>,
+    clients: usize,
+}
+
+fn tally(h: &History) -> Tally {
+    let mut acquire = new_histogram();
+    let mut release = new_histogram();
+    let mut errors = 0u64;
+    let seconds = (h.end_ns / 1_000_000_000 + 1) as usize;
+    let mut series: Vec<(u64, u64, Histogram<u64>)> = Vec::new();
+    let mut clients = std::collections::BTreeSet::new();
+    for o in &h.ops {
+        clients.insert(o.p);
+        let Some(c) = o.complete_ns else { continue };
+        let lat = std::time::Duration::from_nanos(c.saturating_sub(o.invoke_ns));
+        let sec = ((c / 1_000_000_000) as usize).min(seconds.saturating_sub(1));
+        while series.len() <= sec {
+            series.push((0, 0, new_histogram()));
+        }
+        match (o.f, o.outcome) {
+            (Op::Acquire, Outcome::Ok) => {
+                acquire.saturating_record(us(lat));
+                series[sec].0 += 1;
+                series[sec].2.saturating_record(us(lat));
+            }
+            (Op::Release, Outcome::Ok) => release.saturating_record(us(lat)),
+            (_, Outcome::Fail | Outcome::Info) => {
+                errors += 1;
+                series[sec].1 += 1;
+            }
+            _ => {}
+        }
+    }
+    Tally { acquire, release, errors, series, clients: clients.len() }
+}
+
+/// The per-second series from the tally's seconds.
+fn timeseries(series: &[(u64, u64, Histogram<u64>)]) -> Vec<TimePoint> {
+    let q = |h: &Histogram<u64>, x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
+    series
+        .iter()
+        .enumerate()
+        .map(|(t, (ok, failed, h))| TimePoint {
+            t: t as u32,
+            ok: *ok,
+            failed: *failed,
+            timeouts: 0,
+            p50_us: q(h, 0.5),
+            p99_us: q(h, 0.99),
+            max_us: if h.is_empty() { 0 } else { h.max() },
+            backlog: None,
+        })
+        .collect()
 }

@@ -1,0 +1,259 @@
+//! The tables every renderer draws, defined once: a `Table` as data (its header, the
+//! columns that align left, the rows of cells) that Markdown and HTML draw alike, and the
+//! rows, headers and notes of the run's tables (properties, shards, cost, scaling) that
+//! `text` and `html` both render. The backends' order (by family) is decided here too.
+
+use std::fmt::Write as _;
+
+use crate::judgement::Verdict;
+use crate::summary::{BackendSummary, Summary};
+
+/// Text escaped for HTML.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+pub struct Table {
+    pub header: Vec<String>,
+    /// The columns aligned left (text); the others are figures, aligned right.
+    pub left: Vec<usize>,
+    pub rows: Vec<Vec<String>>,
+    /// Where Markdown shows a shorter table than the page: its own header, over the first
+    /// `header.len()` columns only.
+    pub markdown_header: Option<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str], left: &[usize], rows: Vec<Vec<String>>) -> Table {
+        Table { header: header.iter().map(|h| h.to_string()).collect(), left: left.to_vec(), rows, markdown_header: None }
+    }
+
+    /// The header line, the alignment line and one line per row, each ended by a newline.
+    pub fn markdown(&self) -> String {
+        let header = self.markdown_header.as_ref().unwrap_or(&self.header);
+        let n = header.len();
+        let mut s = format!("| {} |\n|", header.join(" | "));
+        for i in 0..n {
+            s.push_str(if self.left.contains(&i) { "---|" } else { "---:|" });
+        }
+        s.push('\n');
+        for r in &self.rows {
+            let _ = writeln!(s, "| {} |", r[..n.min(r.len())].join(" | "));
+        }
+        s
+    }
+
+    /// A scrolling `<table>`: a header row, then the rows, left columns classed `l`.
+    pub fn html(&self) -> String {
+        let mut h = String::from("<div class=\"scroll\"><table><tr>");
+        for c in &self.header {
+            let _ = write!(h, "<th>{}</th>", esc(c));
+        }
+        h.push_str("</tr>");
+        for r in &self.rows {
+            h.push_str("<tr>");
+            for (i, c) in r.iter().enumerate() {
+                let _ = write!(h, "<td{}>{}</td>", if self.left.contains(&i) { " class=\"l\"" } else { "" }, esc(c));
+            }
+            h.push_str("</tr>");
+        }
+        h.push_str("</table></div>");
+        h
+    }
+}
+
+/// The judgement's one-cell answer (`-` where none was made).
+pub(super) fn verdict_cell(v: Option<&Verdict>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.headline.clone())
+}
+
+/// The family a backend's rows are grouped under (by its name; unknown names have none).
+pub(crate) fn family(b: &BackendSummary) -> &'static str {
+    b.name.parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("")
+}
+
+/// The backends in the table's order: grouped by family (database, Redis, consensus), in
+/// run order within a family.
+pub(crate) fn by_family(s: &Summary) -> Vec<&BackendSummary> {
+    let mut order: Vec<&'static str> = Vec::new();
+    for b in &s.backends {
+        if !order.contains(&family(b)) {
+            order.push(family(b));
+        }
+    }
+    let rank = |f: &str| crate::kind::BackendKind::FAMILIES.iter().position(|x| *x == f).unwrap_or(usize::MAX);
+    order.sort_by_key(|f| rank(f));
+    order.iter().flat_map(|f| s.backends.iter().filter(move |b| family(b) == *f)).collect()
+}
+
+/// Items in family order, each with the heading to show before it: its family where the
+/// family changes, when the items span more than one (one family needs no headings).
+pub(crate) fn with_headings<T>(items: Vec<(&'static str, T)>) -> Vec<(Option<&'static str>, T)> {
+    let grouped = items.iter().any(|(f, _)| *f != items[0].0);
+    let mut last = None;
+    items
+        .into_iter()
+        .map(|(f, x)| {
+            let heading = (grouped && last != Some(f)).then_some(f);
+            last = Some(f);
+            (heading, x)
+        })
+        .collect()
+}
+
+pub const PROPERTIES_HEADER: [&str; 7] = [
+    "family",
+    "design",
+    "mutual exclusion (verdict)",
+    "acq/s",
+    "availability under faults",
+    "expiry: holder gone -> next grant",
+    "reentrancy: the holder acquires again",
+];
+pub const PROPERTIES_NOTE: &str = "The four properties a distributed lock is judged by, each as this run measured it: \
+mutual exclusion is the verdict (\"weak\" when holders were inside too little of the time to see a second one); \
+availability is the grant rate while faults were applied against the rate without them, and the time from the last \
+heal to the next grant (no fault, no figure); expiry is the time from a holder vanishing without a release \
+(keep-alives stopped, connection dropped where the lock lives on one) to another client's grant; reentrancy is what \
+a second acquire by the holder did (granted with a hold count, granted without one so the first release frees it, \
+or blocked until its 500 ms wait ran out). Expiry and reentrancy are measured only with `run --properties`.";
+
+/// One row per backend (grouped by family) of the four-properties table.
+pub fn properties_rows(s: &Summary) -> Vec<[String; 7]> {
+    let unmeasured = || "not measured (run --properties)".to_string();
+    by_family(s)
+        .into_iter()
+        .filter(|b| b.failure.is_none())
+        .map(|b| {
+            let avail = match b.verdict.as_ref() {
+                Some(v) => match (&v.availability, &v.availability_rate, &v.recovery) {
+                    (Some(word), Some(rate), Some(rec)) => format!("{word}: {rate}; {rec}"),
+                    _ => v.availability_note.clone().unwrap_or_else(|| "not measured".into()),
+                },
+                None => "not measured".into(),
+            };
+            let p = b.properties.as_ref();
+            let expiry = p.map_or_else(unmeasured, |p| match p.expiry_ms {
+                Some(ms) => format!("{:.2} s (TTL {:.0} s)", ms as f64 / 1000.0, p.ttl_ms as f64 / 1000.0),
+                None => format!("not measured: {}", p.errors.join("; ")),
+            });
+            let re = p.map_or_else(unmeasured, |p| p.reentrancy.clone().unwrap_or_else(|| format!("not measured: {}", p.errors.join("; "))));
+            [family(b).to_string(), b.name.clone(), verdict_cell(b.verdict.as_ref()), format!("{:.0}", b.ops_per_sec), avail, expiry, re]
+        })
+        .collect()
+}
+
+pub const SHARD_HEADER: [&str; 8] = ["shard", "run", "clients", "acq/s", "acquired", "driver lag p99 ms", "window starts +ms", "clock offset ms"];
+pub const SHARD_NOTE: &str = "Each shard of a merged run (`run --shard I/N`, then `merge`): its own rate, how late its \
+driver's timers fired (the load host as a bottleneck) and how long after the earliest shard its measured window began, \
+so a slow or late load host shows instead of being averaged away. Clock offset: the resource server's clock minus the \
+shard's (least-delay round trip of eight), when the shards ran their sections on one (`--resource`); not measured \
+otherwise, and then overlaps across hosts rest on the hosts' clock sync.";
+
+/// The shards a merged result adds up from, one row each.
+pub fn shard_rows(s: &Summary) -> Vec<[String; 8]> {
+    s.shards
+        .iter()
+        .map(|r| {
+            [
+                r.shard.clone(),
+                r.run_id.clone(),
+                r.clients.to_string(),
+                format!("{:.1}", r.ops_per_sec),
+                r.acquired.to_string(),
+                format!("{:.1}", r.driver_lag_p99_ms),
+                format!("{:.1}", r.start_offset_ms),
+                r.clock_offset_ms.map_or("not measured".to_string(), |o| format!("{o:+.2}")),
+            ]
+        })
+        .collect()
+}
+
+/// The columns of the cost-per-acquisition table.
+pub const COST_HEADER: [&str; 7] = ["backend", "workload", "clients", "acq/s", "server CPU µs/acq", "dlbench CPU µs/acq", "server counters per acq"];
+
+/// What the server columns say where dlbench did not start the servers.
+pub const NOT_LOCAL: &str = "not measured: not the local target";
+
+fn counter_label(name: &str) -> &str {
+    match name {
+        "wal_fsyncs" => "WAL fsyncs",
+        "wal_bytes" => "WAL bytes",
+        "wal_syncs" => "WAL syncs",
+        "net_bytes" => "bytes on the wire",
+        other => other,
+    }
+}
+
+/// One row per backend · workload phase: server and dlbench CPU per acquisition and the
+/// servers' own counters; empty when no phase measured its cost.
+pub fn cost_rows(s: &Summary) -> Vec<[String; 7]> {
+    let local = s.target == "local";
+    let mut rows = Vec::new();
+    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
+        for w in &b.workloads {
+            if w.dlbench_cpu_us_per_acq.is_none() && w.server_cpu_us_per_acq.is_none() {
+                continue;
+            }
+            let server = match w.server_cpu_us_per_acq {
+                Some(v) => format!("{v:.1}"),
+                None if b.name == "memory" => "- (no server)".into(),
+                None if !local => NOT_LOCAL.into(),
+                None => "-".into(),
+            };
+            let counters = if w.server_counters_per_acq.is_empty() {
+                if local || b.name == "memory" { "-".to_string() } else { NOT_LOCAL.to_string() }
+            } else {
+                w.server_counters_per_acq.iter().map(|(k, v)| format!("{} {}", if *v >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") }, counter_label(k))).collect::<Vec<_>>().join(", ")
+            };
+            rows.push([
+                b.name.clone(),
+                w.name.clone(),
+                w.clients.to_string(),
+                format!("{:.0}", w.ops_per_sec),
+                server,
+                w.dlbench_cpu_us_per_acq.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                counters,
+            ]);
+        }
+    }
+    rows
+}
+
+/// The explanation under the cost table.
+pub const COST_NOTE: &str = "Over each phase's measured window, divided by its successful acquisitions. Server CPU: \
+     utime + stime of every process of the backend's servers, their descendants and the children they reaped \
+     (from /proc), measured on the local target only, where dlbench started the servers. \
+     dlbench CPU: this process over the same window, for comparison. Counters: what each server reports \
+     cheaply (etcd WAL fsyncs from /metrics, summed over its nodes; PostgreSQL pg_stat_wal bytes and syncs; \
+     Redis and Redlock INFO total_net_input_bytes + total_net_output_bytes, summed over the nodes).";
+
+/// The scaling table's columns.
+pub const SCALING_HEADER: [&str; 8] = ["backend", "workload", "clients", "acq/s", "p99 ms", "dlbench peak RSS MiB", "server CPU µs/acq", "knee"];
+
+/// The explanation under the scaling table.
+pub const SCALING_NOTE: &str = "The knee: the first client count whose p99 grew by a larger factor than its throughput since the previous \
+     count (marked on the scaling charts). dlbench peak RSS: the harness's resident memory at its highest during that phase \
+     (sampled each second).";
+
+/// The scaling table's rows: per backend · workload swept over client counts, each point's
+/// throughput, p99, dlbench's peak memory, server CPU, and whether it is the knee (the
+/// last cell, "knee" or empty). Both renderers read these cells.
+pub fn scaling_rows(s: &Summary) -> Vec<[String; 8]> {
+    let mut rows = Vec::new();
+    for c in crate::summary::scaling::curves(s) {
+        for (i, p) in c.points.iter().enumerate() {
+            rows.push([
+                c.backend.clone(),
+                c.workload.clone(),
+                p.clients.to_string(),
+                format!("{:.0}", p.ops_per_sec),
+                format!("{:.2}", p.p99_ms),
+                p.harness_peak_rss_mb.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                p.server_cpu_us_per_acq.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                if c.knee == Some(i) { "knee".into() } else { String::new() },
+            ]);
+        }
+    }
+    rows
+}

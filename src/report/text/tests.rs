@@ -1,0 +1,102 @@
+use super::*;
+use crate::report::tables::NOT_LOCAL;
+use crate::summary::{BackendSummary, WorkloadSummary};
+use crate::judgement::FencingMode;
+
+fn row(clients: usize, ops: f64, p99: u64, server: Option<f64>) -> WorkloadSummary {
+    let pct = serde_json::json!({"count": 10, "mean": 100.0, "p50": 100, "p90": 500, "p99": p99, "p999": p99, "p9999": p99, "max": p99});
+    let mut w: WorkloadSummary = serde_json::from_value(serde_json::json!({
+        "name": "many-keys", "clients": clients, "keys": 64, "seed": null, "warmup_s": 0.0, "measured_s": 5.0,
+        "ops_per_sec": ops, "acquired": 1, "acquire_latency_us": pct, "service_latency_us": pct,
+        "release_latency_us": pct, "handoff_latency_us": pct, "fairness_jain": null, "driver_lag_ms": {"p50": 0.0, "p99": 0.0, "max": 0.0},
+        "first_keys": [], "timeseries": [], "errors": 0, "error_kinds": {}, "timeouts": 0, "retired_clients": 0,
+        "sections": 0, "overlaps": 0, "lost_updates": 0, "stale_tokens": 0, "lost_updates_fenced": 0, "rejected": 0
+    }))
+    .unwrap();
+    w.server_cpu_us_per_acq = server;
+    w.dlbench_cpu_us_per_acq = Some(30.0);
+    w
+}
+
+fn hit(entry: &str, backend: &str, case: &str, ok: bool) -> Hit {
+    Hit {
+        entry: entry.into(),
+        title: format!("title of {entry}"),
+        backend: backend.into(),
+        case: case.into(),
+        figure: format!("{entry} on {backend} {case} | figure"),
+        ok,
+        evidence: format!("evidence/{entry}-{backend}.json"),
+        ..Hit::default()
+    }
+}
+
+/// Backend x entry, entries in catalogue order whatever the order measured, each case
+/// of a cell with its link, a cell an entry has no hit for said so, a NO kept visible.
+#[test]
+fn what_users_hit_is_a_grid_with_links() {
+    let hits = vec![
+        hit("U7", "redis", "", true),
+        hit("U6", "pg-advisory", "transaction pooling", true),
+        hit("U6", "pg-advisory", "session pooling", false),
+        hit("U1", "redis", "cut off", true),
+    ];
+    let (entries, rows) = hits_grid(&hits);
+    assert_eq!(entries.iter().map(|(e, _)| e.as_str()).collect::<Vec<_>>(), ["U1", "U6", "U7"]);
+    assert_eq!(rows.len(), 2);
+    let md = hits_markdown(&hits);
+    let redis = md.lines().find(|l| l.starts_with("| redis |")).expect(&md);
+    assert_eq!(redis.matches(" | ").count(), 3, "backend and three entries: {redis}");
+    assert!(redis.contains("does not apply"), "redis has no U6: {redis}");
+    assert!(redis.contains("cut off: U1 on redis cut off / figure ([evidence](evidence/U1-redis.json))"), "{redis}");
+    let pg = md.lines().find(|l| l.starts_with("| pg-advisory |")).expect(&md);
+    assert!(pg.contains("<br>session pooling: ") && pg.contains("(NO)"), "{pg}");
+    assert!(hits_markdown(&[]).is_empty());
+    let term = hits_terminal(&hits);
+    assert!(term.find("U1 ").unwrap() < term.find("U6 ").unwrap() && term.contains("-- NO"), "{term}");
+}
+
+fn summary(target: &str, server: Option<f64>) -> Summary {
+    let mut s = Summary::begin("r", target, FencingMode::Both, vec![]);
+    let mut b = BackendSummary::new("redis", None, &[]);
+    b.workloads = vec![row(1, 1000.0, 1000, server), row(2, 1900.0, 1100, server), row(4, 2000.0, 3000, server)];
+    s.backends.push(b);
+    s
+}
+
+#[test]
+fn cost_is_a_figure_on_the_local_target_and_said_unmeasured_elsewhere() {
+    let local = markdown(&summary("local", Some(21.5)));
+    assert!(local.contains("| redis | many-keys | 1 | 1000 | 21.5 | 30.0 |"), "{local}");
+    assert!(!local.contains(NOT_LOCAL), "{local}");
+    let external = markdown(&summary("external", None));
+    assert!(external.contains(&format!("| redis | many-keys | 1 | 1000 | {NOT_LOCAL} | 30.0 |")), "{external}");
+    assert!(!external.contains("| 0.0 |"), "not measured is never printed as 0: {external}");
+}
+
+#[test]
+fn the_scaling_table_marks_the_knee() {
+    let md = scaling_markdown(&summary("local", Some(20.0)));
+    // 2 -> 4 clients: throughput x1.05, p99 x2.7.
+    assert!(md.contains("| redis | many-keys | 4 | 2000 | 3.00 | - | 20.0 | **knee** |"), "{md}");
+    assert_eq!(md.matches("**knee**").count(), 1, "{md}");
+}
+
+#[test]
+fn the_table_groups_designs_by_family_in_any_run_order() {
+    let mut s = Summary::begin("r", "local", FencingMode::Both, vec![]);
+    for name in ["etcd", "redis", "pg-advisory", "zookeeper", "postgres"] {
+        let mut b = BackendSummary::new(name, None, &[]);
+        b.workloads = vec![row(8, 100.0, 1000, None)];
+        s.backends.push(b);
+    }
+    let t = table(&s);
+    let order: Vec<&str> = t.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(order, ["--", "pg-advisory", "postgres", "--", "redis", "--", "etcd", "zookeeper"], "{t}");
+    assert!(t.contains("-- database\n") && t.contains("-- Redis\n") && t.contains("-- consensus\n"), "{t}");
+    let md = markdown_table(&s);
+    assert!(md.find("| **database** |").unwrap() < md.find("| **consensus** |").unwrap(), "{md}");
+    // One family: no headings.
+    s.backends.retain(|b| b.name == "redis");
+    assert!(!table(&s).contains("--") && !markdown_table(&s).contains("**"));
+}
