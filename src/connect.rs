@@ -74,17 +74,7 @@ pub async fn connect_with(
     let pw = password(kind.server(), s)?;
     let tls = tls(kind.server(), s)?;
     Ok(match kind {
-        BackendKind::Etcd | BackendKind::EtcdV3lock => {
-            let mut c = dlbench_etcd::EtcdConfig::new(s.endpoints.clone());
-            c.connect_timeout = t.connect;
-            c.request_timeout = t.request;
-            if let (Some(u), Some(p)) = (&s.user, pw) {
-                c.user = Some((u.clone(), p));
-            }
-            c.tls = tls;
-            let recipe = if kind == BackendKind::Etcd { dlbench_etcd::Recipe::Client } else { dlbench_etcd::Recipe::Server };
-            Arc::new(dlbench_etcd::EtcdBackend::connect_with(c, connections).await?.with_recipe(recipe))
-        }
+        BackendKind::Etcd | BackendKind::EtcdV3lock => etcd(kind, s, t, pw, tls, connections).await?,
         BackendKind::Zookeeper => {
             let mut c = dlbench_zookeeper::ZkConfig::new(s.endpoints.clone());
             c.connect_timeout = t.connect;
@@ -94,31 +84,7 @@ pub async fn connect_with(
             }
             Arc::new(dlbench_zookeeper::ZkBackend::connect(c).await?)
         }
-        BackendKind::Redis | BackendKind::Redisson | BackendKind::Redlock => {
-            let nodes: Vec<dlbench_redis::NodeConfig> = s
-                .endpoints
-                .iter()
-                .map(|e| {
-                    let mut n = dlbench_redis::NodeConfig::new(e.clone());
-                    n.connect_timeout = t.connect;
-                    n.request_timeout = t.request;
-                    n.username = s.user.clone();
-                    n.password = pw.clone();
-                    n.tls = tls.clone();
-                    n
-                })
-                .collect();
-            if kind == BackendKind::Redis {
-                let first = nodes.into_iter().next().expect("validated non-empty");
-                Arc::new(dlbench_redis::RedisBackend::connect_with(first, connections).await?)
-            } else if kind == BackendKind::Redisson {
-                let first = nodes.into_iter().next().expect("validated non-empty");
-                Arc::new(dlbench_redis::RedissonBackend::connect_with(first, connections).await?)
-            } else {
-                let cfg = dlbench_redlock::RedlockConfig { nodes, node_timeout: None };
-                Arc::new(dlbench_redlock::RedlockBackend::connect_with(cfg, connections).await?)
-            }
-        }
+        BackendKind::Redis | BackendKind::Redisson | BackendKind::Redlock => redis(kind, s, t, pw, tls, connections).await?,
         BackendKind::Postgres => {
             Arc::new(dlbench_postgres::PgBackend::connect_with(pg_config(s, t, pw, tls), connections).await?)
         }
@@ -131,26 +97,90 @@ pub async fn connect_with(
             // Each client is its own session whatever `connections` asks: the session holds the lock.
             Arc::new(dlbench_pg_advisory::AdvisoryBackend::connect(pg_config(s, t, pw, tls), scope).await?)
         }
-        BackendKind::Mariadb | BackendKind::MariadbGetLock => {
-            let mut c = dlbench_mariadb::MariaConfig::new(s.endpoints[0].clone());
-            c.connect_timeout = t.connect;
-            c.request_timeout = t.request;
-            if let Some(u) = &s.user {
-                c.user = u.clone();
-            }
-            if let Some(d) = &s.database {
-                c.database = d.clone();
-            }
-            c.password = pw;
-            c.tls = tls;
-            if kind == BackendKind::Mariadb {
-                Arc::new(dlbench_mariadb::TableBackend::connect_with(c, connections).await?)
-            } else {
-                // Each client is its own connection whatever `connections` asks: it holds the lock.
-                Arc::new(dlbench_mariadb::GetLockBackend::connect(c).await?)
-            }
-        }
+        BackendKind::Mariadb | BackendKind::MariadbGetLock => mariadb(kind, s, t, pw, tls, connections).await?,
         BackendKind::Memory => unreachable!(),
+    })
+}
+
+/// etcd, with the client-side recipe (`etcd`) or the server's v3lock (`etcd-v3lock`).
+async fn etcd(
+    kind: BackendKind,
+    s: &Section,
+    t: Timeouts,
+    pw: Option<String>,
+    tls: Option<dlbench_core::TlsPem>,
+    connections: Connections,
+) -> Result<Arc<dyn Backend>, LockError> {
+    let mut c = dlbench_etcd::EtcdConfig::new(s.endpoints.clone());
+    c.connect_timeout = t.connect;
+    c.request_timeout = t.request;
+    if let (Some(u), Some(p)) = (&s.user, pw) {
+        c.user = Some((u.clone(), p));
+    }
+    c.tls = tls;
+    let recipe = if kind == BackendKind::Etcd { dlbench_etcd::Recipe::Client } else { dlbench_etcd::Recipe::Server };
+    Ok(Arc::new(dlbench_etcd::EtcdBackend::connect_with(c, connections).await?.with_recipe(recipe)))
+}
+
+/// Redis (one node: `redis`, `redisson`) or Redlock (every node of the section).
+async fn redis(
+    kind: BackendKind,
+    s: &Section,
+    t: Timeouts,
+    pw: Option<String>,
+    tls: Option<dlbench_core::TlsPem>,
+    connections: Connections,
+) -> Result<Arc<dyn Backend>, LockError> {
+    let nodes: Vec<dlbench_redis::NodeConfig> = s
+        .endpoints
+        .iter()
+        .map(|e| {
+            let mut n = dlbench_redis::NodeConfig::new(e.clone());
+            n.connect_timeout = t.connect;
+            n.request_timeout = t.request;
+            n.username = s.user.clone();
+            n.password = pw.clone();
+            n.tls = tls.clone();
+            n
+        })
+        .collect();
+    Ok(if kind == BackendKind::Redis {
+        let first = nodes.into_iter().next().expect("validated non-empty");
+        Arc::new(dlbench_redis::RedisBackend::connect_with(first, connections).await?)
+    } else if kind == BackendKind::Redisson {
+        let first = nodes.into_iter().next().expect("validated non-empty");
+        Arc::new(dlbench_redis::RedissonBackend::connect_with(first, connections).await?)
+    } else {
+        let cfg = dlbench_redlock::RedlockConfig { nodes, node_timeout: None };
+        Arc::new(dlbench_redlock::RedlockBackend::connect_with(cfg, connections).await?)
+    })
+}
+
+/// MariaDB's lease table (`mariadb`) or its `GET_LOCK` (`mariadb-get-lock`).
+async fn mariadb(
+    kind: BackendKind,
+    s: &Section,
+    t: Timeouts,
+    pw: Option<String>,
+    tls: Option<dlbench_core::TlsPem>,
+    connections: Connections,
+) -> Result<Arc<dyn Backend>, LockError> {
+    let mut c = dlbench_mariadb::MariaConfig::new(s.endpoints[0].clone());
+    c.connect_timeout = t.connect;
+    c.request_timeout = t.request;
+    if let Some(u) = &s.user {
+        c.user = u.clone();
+    }
+    if let Some(d) = &s.database {
+        c.database = d.clone();
+    }
+    c.password = pw;
+    c.tls = tls;
+    Ok(if kind == BackendKind::Mariadb {
+        Arc::new(dlbench_mariadb::TableBackend::connect_with(c, connections).await?)
+    } else {
+        // Each client is its own connection whatever `connections` asks: it holds the lock.
+        Arc::new(dlbench_mariadb::GetLockBackend::connect(c).await?)
     })
 }
 

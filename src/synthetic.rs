@@ -48,113 +48,164 @@ pub struct Written {
 /// produced ahead of time per client and released once no client can produce an earlier one,
 /// so memory stays at a few records per client.
 pub fn write(spec: &Spec, path: &Path) -> std::io::Result<Written> {
-    let mut rng = StdRng::seed_from_u64(spec.seed);
+    let mut g = Generator::new(spec);
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let mut w = Written::default();
-    let line = |out: &mut std::io::BufWriter<std::fs::File>, r: &Record| -> std::io::Result<()> {
-        serde_json::to_writer(&mut *out, r)?;
-        out.write_all(b"\n")
-    };
-    line(
-        &mut out,
-        &Record::Meta(Meta {
-            backend: "generated".into(),
-            workload: format!("synthetic-{}", spec.operations),
-            keys: (0..spec.keys).map(|i| format!("dlbench/synthetic/k{i}")).collect(),
-            ttl_ms: 10_000,
-            fencing_tokens: true,
-            started_at: "2026-01-01T00:00:00Z".into(),
-            split_votes: false,
-            granted_ttl: None,
-        }),
-    )?;
-    let keys = spec.keys.max(1);
-    let mut free_at = vec![0u64; keys];
-    let mut token = vec![0u64; keys];
-    let mut seq = vec![0u64; keys];
-    let mut value = vec![0u64; keys];
-    // Records produced and not yet written, by (time, order).
-    let mut pending: BinaryHeap<Reverse<(u64, u64, String)>> = BinaryHeap::new();
-    let mut order = 0u64;
-    let mut push = |pending: &mut BinaryHeap<Reverse<(u64, u64, String)>>, ns: u64, r: Record| {
-        order += 1;
-        pending.push(Reverse((ns, order, serde_json::to_string(&r).expect("records serialize"))));
-    };
-    // Each client's next free moment and its process id; the earliest goes next.
-    let mut ready: BinaryHeap<Reverse<(u64, u64)>> = (0..spec.clients).map(|p| Reverse((p * 3 * US, p))).collect();
-    let mut next_process = spec.clients;
-    while w.operations < spec.operations {
-        let Reverse((t, p)) = ready.pop().expect("clients");
+    serde_json::to_writer(&mut out, &meta(spec))?;
+    out.write_all(b"\n")?;
+    while g.w.operations < spec.operations {
+        let Reverse((t, p)) = g.ready.pop().expect("clients");
         // Nothing produced later can start before `t`: write what is due.
-        while pending.peek().is_some_and(|Reverse((ns, _, _))| *ns < t) {
-            let Reverse((_, _, s)) = pending.pop().unwrap();
-            out.write_all(s.as_bytes())?;
-            out.write_all(b"\n")?;
-            w.records += 1;
+        while g.pending.peek().is_some_and(|Reverse((ns, _, _))| *ns < t) {
+            g.write_next(&mut out)?;
         }
-        let k = rng.random_range(0..keys);
-        let key = k as u32;
-        push(&mut pending, t, Record::Invoke { p, f: Op::Acquire, key, ns: t });
-        let grant = (t + rng.random_range(15..40) * US).max(free_at[k] + 5 * US);
-        let (next, p_next) = if rng.random_bool(spec.unknown_share.clamp(0.0, 1.0)) {
-            // The request left and no answer came: unknown outcome, the process is retired.
-            let at = t + 2_000 * US;
-            push(&mut pending, at, Record::Info { p, f: Op::Acquire, key, ns: at, error: "outcome unknown: timed out".into() });
-            w.operations += 1;
-            w.unknown += 1;
-            next_process += 1;
-            (at, next_process)
-        } else if grant > t + 1_000 * US || w.operations + 2 > spec.operations {
-            // Waited too long: the wait timeout, a definite failure, with another holder.
-            let at = t + 1_000 * US;
-            push(
-                &mut pending,
-                at,
-                Record::Fail { p, f: Op::Acquire, key, ns: at, error: "not acquired: wait timeout of 1ms elapsed".into(), kind: Some("timeout".into()) },
-            );
-            w.operations += 1;
-            (at, p)
-        } else {
-            token[k] += 1;
-            push(&mut pending, grant, Record::Ok { p, f: Op::Acquire, key, ns: grant, token: Some(token[k]) });
-            let enter = grant + US;
-            let exit = enter + rng.random_range(5..60) * US;
-            let read_seq = seq[k] + 1;
-            let read = value[k];
-            seq[k] += 2;
-            value[k] += 1;
-            push(
-                &mut pending,
-                exit,
-                Record::Section {
-                    p,
-                    key,
-                    token: Some(token[k]),
-                    enter,
-                    exit,
-                    read_seq: Some(read_seq),
-                    read: Some(read),
-                    write_seq: Some(read_seq + 1),
-                    lease_lost: false,
-                    register: 0,
-                },
-            );
-            w.sections += 1;
-            let release = exit + US;
-            let released = release + rng.random_range(15..40) * US;
-            push(&mut pending, release, Record::Invoke { p, f: Op::Release, key, ns: release });
-            push(&mut pending, released, Record::Ok { p, f: Op::Release, key, ns: released, token: None });
-            free_at[k] = released;
-            w.operations += 2;
-            (released, p)
-        };
-        ready.push(Reverse((next + rng.random_range(0..200) * US, p_next)));
+        g.operation(t, p);
     }
-    while let Some(Reverse((_, _, s))) = pending.pop() {
-        out.write_all(s.as_bytes())?;
-        out.write_all(b"\n")?;
-        w.records += 1;
+    while !g.pending.is_empty() {
+        g.write_next(&mut out)?;
     }
     out.flush()?;
-    Ok(w)
+    Ok(g.w)
+}
+
+/// The history's `meta` record.
+fn meta(spec: &Spec) -> Record {
+    Record::Meta(Meta {
+        backend: "generated".into(),
+        workload: format!("synthetic-{}", spec.operations),
+        keys: (0..spec.keys).map(|i| format!("dlbench/synthetic/k{i}")).collect(),
+        ttl_ms: 10_000,
+        fencing_tokens: true,
+        started_at: "2026-01-01T00:00:00Z".into(),
+        split_votes: false,
+        granted_ttl: None,
+    })
+}
+
+/// The generator's state: the keys' holders, tokens and registers, the records produced and
+/// not yet written, and the clients' next free moments.
+struct Generator<'a> {
+    spec: &'a Spec,
+    rng: StdRng,
+    w: Written,
+    keys: usize,
+    free_at: Vec<u64>,
+    token: Vec<u64>,
+    seq: Vec<u64>,
+    value: Vec<u64>,
+    /// Records produced and not yet written, by (time, order).
+    pending: BinaryHeap<Reverse<(u64, u64, String)>>,
+    order: u64,
+    /// Each client's next free moment and its process id; the earliest goes next.
+    ready: BinaryHeap<Reverse<(u64, u64)>>,
+    next_process: u64,
+}
+
+impl<'a> Generator<'a> {
+    fn new(spec: &'a Spec) -> Self {
+        let keys = spec.keys.max(1);
+        Generator {
+            spec,
+            rng: StdRng::seed_from_u64(spec.seed),
+            w: Written::default(),
+            keys,
+            free_at: vec![0u64; keys],
+            token: vec![0u64; keys],
+            seq: vec![0u64; keys],
+            value: vec![0u64; keys],
+            pending: BinaryHeap::new(),
+            order: 0,
+            ready: (0..spec.clients).map(|p| Reverse((p * 3 * US, p))).collect(),
+            next_process: spec.clients,
+        }
+    }
+
+    fn push(&mut self, ns: u64, r: Record) {
+        self.order += 1;
+        self.pending.push(Reverse((ns, self.order, serde_json::to_string(&r).expect("records serialize"))));
+    }
+
+    /// Write the earliest pending record.
+    fn write_next(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        let Reverse((_, _, s)) = self.pending.pop().unwrap();
+        out.write_all(s.as_bytes())?;
+        out.write_all(b"\n")?;
+        self.w.records += 1;
+        Ok(())
+    }
+
+    /// Client `p`, free at `t`, acquires a key: an unknown outcome, a wait timeout, or a
+    /// grant with its section and release.
+    fn operation(&mut self, t: u64, p: u64) {
+        let k = self.rng.random_range(0..self.keys);
+        let key = k as u32;
+        self.push(t, Record::Invoke { p, f: Op::Acquire, key, ns: t });
+        let grant = (t + self.rng.random_range(15..40) * US).max(self.free_at[k] + 5 * US);
+        let (next, p_next) = if self.rng.random_bool(self.spec.unknown_share.clamp(0.0, 1.0)) {
+            self.unknown(t, p, key)
+        } else if grant > t + 1_000 * US || self.w.operations + 2 > self.spec.operations {
+            self.timeout(t, p, key)
+        } else {
+            self.granted(p, k, grant)
+        };
+        let pause = self.rng.random_range(0..200) * US;
+        self.ready.push(Reverse((next + pause, p_next)));
+    }
+
+    /// The request left and no answer came: unknown outcome, the process is retired.
+    fn unknown(&mut self, t: u64, p: u64, key: u32) -> (u64, u64) {
+        let at = t + 2_000 * US;
+        self.push(at, Record::Info { p, f: Op::Acquire, key, ns: at, error: "outcome unknown: timed out".into() });
+        self.w.operations += 1;
+        self.w.unknown += 1;
+        self.next_process += 1;
+        (at, self.next_process)
+    }
+
+    /// Waited too long: the wait timeout, a definite failure, with another holder.
+    fn timeout(&mut self, t: u64, p: u64, key: u32) -> (u64, u64) {
+        let at = t + 1_000 * US;
+        self.push(
+            at,
+            Record::Fail { p, f: Op::Acquire, key, ns: at, error: "not acquired: wait timeout of 1ms elapsed".into(), kind: Some("timeout".into()) },
+        );
+        self.w.operations += 1;
+        (at, p)
+    }
+
+    /// Granted at `grant`: the section's read and write, then the release.
+    fn granted(&mut self, p: u64, k: usize, grant: u64) -> (u64, u64) {
+        let key = k as u32;
+        self.token[k] += 1;
+        let token = Some(self.token[k]);
+        self.push(grant, Record::Ok { p, f: Op::Acquire, key, ns: grant, token });
+        let enter = grant + US;
+        let exit = enter + self.rng.random_range(5..60) * US;
+        let read_seq = self.seq[k] + 1;
+        let read = self.value[k];
+        self.seq[k] += 2;
+        self.value[k] += 1;
+        self.push(
+            exit,
+            Record::Section {
+                p,
+                key,
+                token,
+                enter,
+                exit,
+                read_seq: Some(read_seq),
+                read: Some(read),
+                write_seq: Some(read_seq + 1),
+                lease_lost: false,
+                register: 0,
+            },
+        );
+        self.w.sections += 1;
+        let release = exit + US;
+        let released = release + self.rng.random_range(15..40) * US;
+        self.push(release, Record::Invoke { p, f: Op::Release, key, ns: release });
+        self.push(released, Record::Ok { p, f: Op::Release, key, ns: released, token: None });
+        self.free_at[k] = released;
+        self.w.operations += 2;
+        (released, p)
+    }
 }

@@ -149,6 +149,50 @@ impl AvailabilityChecker {
             Some(l) => self.longest.max(end - l),
             None => 0,
         };
+        let (fault_ns, outside_ns) = self.window_ns(end);
+        let oks_out = self.grants - self.in_faults;
+        let (secs, good) = (self.seconds.len() as u64, self.seconds.iter().filter(|s| s.2).count() as u64);
+        let pct = if secs > 0 { (good as f64 * 1000.0 / secs as f64).round() / 10.0 } else { 100.0 };
+        let (recovery, faults) = self.recoveries(end);
+        let skipped: Vec<_> = h.skipped.iter().map(|s| serde_json::json!({"fault": s.f, "at_ms": s.ns / 1_000_000, "why": s.why})).collect();
+        let never_healed = h.faults.iter().any(|f| f.end.is_none());
+        // Recovered: a grant after the last heal (without faults: any grant at all).
+        let recovered = match h.faults.iter().filter_map(|f| f.end).max() {
+            Some(t) => !never_healed && self.last.is_some_and(|l| l >= t),
+            None => self.grants > 0 && !never_healed,
+        };
+        let rate = |n: u64, ns: u64| (ns > 0).then(|| n as f64 / (ns as f64 / 1e9));
+        let (rate_in, rate_out) = (rate(self.in_faults, fault_ns), rate(oks_out, outside_ns));
+        let ratio = match (rate_in, rate_out) {
+            (Some(i), Some(o)) if o > 0.0 => Some(((i / o) * 1000.0).round() / 1000.0),
+            _ => None,
+        };
+        let (valid, message) = judge(h.faults.is_empty(), never_healed, recovered, longest, ratio, recovery);
+        let mut r = CheckResult::new("availability", valid, message);
+        let round = |x: Option<f64>| x.map(|v| (v * 10.0).round() / 10.0);
+        r.figures = serde_json::json!({
+            "faults_applied": h.faults.len(),
+            "fault_ms": fault_ns / 1_000_000,
+            "outside_ms": outside_ns / 1_000_000,
+            "grants_in_faults": self.in_faults,
+            "grants_outside": oks_out,
+            "rate_in_faults": round(rate_in),
+            "rate_outside": round(rate_out),
+            "ratio": ratio,
+            "seconds": secs,
+            "success_seconds": good,
+            "success_seconds_pct": pct,
+            "longest_gap_ms": longest / 1_000_000,
+            "recovery_ms": recovery / 1_000_000,
+            "recovered": recovered,
+            "faults": faults,
+            "skipped": skipped,
+        });
+        r
+    }
+
+    /// Nanoseconds inside the fault windows, and outside them from the first grant to `end`.
+    fn window_ns(&self, end: u64) -> (u64, u64) {
         let fault_ns: u64 = self.windows.iter().map(|(a, b)| b - a).sum();
         // Outside the fault windows, from the first grant to the end.
         let base_from = self.first.unwrap_or(end);
@@ -159,10 +203,12 @@ impl AvailabilityChecker {
                 outside_ns -= b - a;
             }
         }
-        let oks_out = self.grants - self.in_faults;
-        let (secs, good) = (self.seconds.len() as u64, self.seconds.iter().filter(|s| s.2).count() as u64);
-        let pct = if secs > 0 { (good as f64 * 1000.0 / secs as f64).round() / 10.0 } else { 100.0 };
+        (fault_ns, outside_ns)
+    }
 
+    /// The longest recovery after a heal, and each fault's figures.
+    fn recoveries(&self, end: u64) -> (u64, Vec<serde_json::Value>) {
+        let h = &self.ctx;
         let mut starts: Vec<u64> = h.faults.iter().map(|f| f.start).collect();
         starts.sort_unstable();
         let mut recovery = 0u64;
@@ -192,58 +238,30 @@ impl AvailabilityChecker {
                 "next_fault_before_recovery": cut_short,
             }));
         }
-        let skipped: Vec<_> = h.skipped.iter().map(|s| serde_json::json!({"fault": s.f, "at_ms": s.ns / 1_000_000, "why": s.why})).collect();
-        let never_healed = h.faults.iter().any(|f| f.end.is_none());
-        // Recovered: a grant after the last heal (without faults: any grant at all).
-        let recovered = match h.faults.iter().filter_map(|f| f.end).max() {
-            Some(t) => !never_healed && self.last.is_some_and(|l| l >= t),
-            None => self.grants > 0 && !never_healed,
-        };
-        let rate = |n: u64, ns: u64| (ns > 0).then(|| n as f64 / (ns as f64 / 1e9));
-        let (rate_in, rate_out) = (rate(self.in_faults, fault_ns), rate(oks_out, outside_ns));
-        let ratio = match (rate_in, rate_out) {
-            (Some(i), Some(o)) if o > 0.0 => Some(((i / o) * 1000.0).round() / 1000.0),
-            _ => None,
-        };
-        let (valid, message) = if never_healed {
-            (Validity::Unknown, "a fault was never healed in this history".to_string())
-        } else if !recovered {
-            (
-                Validity::Invalid,
-                if h.faults.is_empty() { "nothing was ever acquired".to_string() } else { "no successful acquisition after the last fault healed".to_string() },
-            )
-        } else if h.faults.is_empty() {
-            (Validity::Valid, format!("no faults applied; longest gap between grants {} ms", longest / 1_000_000))
-        } else {
-            (
-                Validity::Valid,
-                format!(
-                    "grant rate during faults {} of the rate outside them; recovered within {} ms of each heal",
-                    ratio.map_or("unknown".to_string(), |r| format!("{:.0}%", r * 100.0)),
-                    recovery / 1_000_000
-                ),
-            )
-        };
-        let mut r = CheckResult::new("availability", valid, message);
-        let round = |x: Option<f64>| x.map(|v| (v * 10.0).round() / 10.0);
-        r.figures = serde_json::json!({
-            "faults_applied": h.faults.len(),
-            "fault_ms": fault_ns / 1_000_000,
-            "outside_ms": outside_ns / 1_000_000,
-            "grants_in_faults": self.in_faults,
-            "grants_outside": oks_out,
-            "rate_in_faults": round(rate_in),
-            "rate_outside": round(rate_out),
-            "ratio": ratio,
-            "seconds": secs,
-            "success_seconds": good,
-            "success_seconds_pct": pct,
-            "longest_gap_ms": longest / 1_000_000,
-            "recovery_ms": recovery / 1_000_000,
-            "recovered": recovered,
-            "faults": faults,
-            "skipped": skipped,
-        });
-        r
+        (recovery, faults)
     }
 }
+
+/// The validity and its message.
+fn judge(no_faults: bool, never_healed: bool, recovered: bool, longest: u64, ratio: Option<f64>, recovery: u64) -> (Validity, String) {
+    if never_healed {
+        (Validity::Unknown, "a fault was never healed in this history".to_string())
+    } else if !recovered {
+        (
+            Validity::Invalid,
+            if no_faults { "nothing was ever acquired".to_string() } else { "no successful acquisition after the last fault healed".to_string() },
+        )
+    } else if no_faults {
+        (Validity::Valid, format!("no faults applied; longest gap between grants {} ms", longest / 1_000_000))
+    } else {
+        (
+            Validity::Valid,
+            format!(
+                "grant rate during faults {} of the rate outside them; recovered within {} ms of each heal",
+                ratio.map_or("unknown".to_string(), |r| format!("{:.0}%", r * 100.0)),
+                recovery / 1_000_000
+            ),
+        )
+    }
+}
+

@@ -81,6 +81,22 @@ pub fn run(delay: Duration, max: Duration) -> anyhow::Result<i32> {
         libc::signal(libc::SIGINT, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
     }
     let dev = default_dev()?;
+    let mut q = open_queue()?;
+    let bin = insert_rules(&dev)?;
+    println!("{READY} {dev} for {} ms each way", delay.as_millis());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+
+    let mut held: VecDeque<(Instant, nfq::Message)> = VecDeque::new();
+    let mut passed = 0u64;
+    let result = hold(&mut q, delay, max, &mut held, &mut passed)?;
+    let_go(&mut q, held, bin, &dev);
+    println!("dlbench delay-node: released {dev} after {passed} packets");
+    result.map(|_| 0)
+}
+
+/// The queue, bound and set to pass packets' metadata only, and to let them through when full.
+fn open_queue() -> anyhow::Result<nfq::Queue> {
     let mut q = nfq::Queue::open().context("cannot open a netfilter queue socket (needs CAP_NET_ADMIN: run with --cap-add NET_ADMIN)")?;
     q.bind(QUEUE).with_context(|| format!("cannot bind netfilter queue {QUEUE} (another delay-node in this namespace?)"))?;
     // Metadata only: the verdict does not change the packet, so its bytes need not cross.
@@ -89,60 +105,76 @@ pub fn run(delay: Duration, max: Duration) -> anyhow::Result<i32> {
     // A full queue lets packets through rather than dropping them: a delay, not a loss.
     q.set_fail_open(QUEUE, true)?;
     q.set_nonblocking(true);
+    Ok(q)
+}
+
+/// Send `dev`'s packets both ways to the queue; which iptables took the rules.
+fn insert_rules(dev: &str) -> anyhow::Result<&'static str> {
     // Debian's iptables is the nf_tables one; the legacy one where that is refused.
     let mut bin = "iptables";
-    remove_rules(bin, &dev);
-    if let Err(e) = iptables(bin, "-I", &rule(&dev, "INPUT")) {
+    remove_rules(bin, dev);
+    if let Err(e) = iptables(bin, "-I", &rule(dev, "INPUT")) {
         bin = "iptables-legacy";
-        remove_rules(bin, &dev);
-        if let Err(e2) = iptables(bin, "-I", &rule(&dev, "INPUT")) {
+        remove_rules(bin, dev);
+        if let Err(e2) = iptables(bin, "-I", &rule(dev, "INPUT")) {
             bail!("cannot queue packets: {e}; {e2}");
         }
     }
-    if let Err(e) = iptables(bin, "-I", &rule(&dev, "OUTPUT")) {
-        remove_rules(bin, &dev);
+    if let Err(e) = iptables(bin, "-I", &rule(dev, "OUTPUT")) {
+        remove_rules(bin, dev);
         bail!("cannot queue packets: {e}");
     }
-    println!("{READY} {dev} for {} ms each way", delay.as_millis());
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
+    Ok(bin)
+}
 
+/// Hold each packet for `delay` and let it go in arrival order, until a stop signal or
+/// `max`. The inner result is a failure to read the queue (the rules still come off); the
+/// outer one a failure to let a packet go.
+fn hold(
+    q: &mut nfq::Queue,
+    delay: Duration,
+    max: Duration,
+    held: &mut VecDeque<(Instant, nfq::Message)>,
+    passed: &mut u64,
+) -> anyhow::Result<anyhow::Result<()>> {
     let started = Instant::now();
-    let mut held: VecDeque<(Instant, nfq::Message)> = VecDeque::new();
-    let mut passed = 0u64;
-    let mut result = Ok(());
     while !STOP.load(Ordering::SeqCst) && started.elapsed() < max {
-        loop {
-            match q.recv() {
-                Ok(mut m) => {
-                    m.set_verdict(nfq::Verdict::Accept);
-                    held.push_back((Instant::now() + delay, m));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => break,
-                Err(e) => {
-                    result = Err(anyhow::Error::from(e).context("reading the netfilter queue"));
-                    break;
-                }
-            }
-        }
-        if result.is_err() {
-            break;
+        if let Err(e) = receive(q, delay, held) {
+            return Ok(Err(e));
         }
         let now = Instant::now();
         while held.front().is_some_and(|(t, _)| *t <= now) {
             let (_, m) = held.pop_front().unwrap();
             q.verdict(m)?;
-            passed += 1;
+            *passed += 1;
         }
         let wait = held.front().map_or(Duration::from_millis(1), |(t, _)| t.saturating_duration_since(now));
         std::thread::sleep(wait.clamp(Duration::from_micros(100), Duration::from_millis(1)));
     }
-    // Let go: what is held now, then the rules, then whatever was queued meanwhile.
-    for (_, m) in held.drain(..) {
+    Ok(Ok(()))
+}
+
+/// Take every packet waiting in the queue, each to be let go `delay` from now.
+fn receive(q: &mut nfq::Queue, delay: Duration, held: &mut VecDeque<(Instant, nfq::Message)>) -> anyhow::Result<()> {
+    loop {
+        match q.recv() {
+            Ok(mut m) => {
+                m.set_verdict(nfq::Verdict::Accept);
+                held.push_back((Instant::now() + delay, m));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(anyhow::Error::from(e).context("reading the netfilter queue")),
+        }
+    }
+}
+
+/// Let go: what is held now, then the rules, then whatever was queued meanwhile.
+fn let_go(q: &mut nfq::Queue, held: VecDeque<(Instant, nfq::Message)>, bin: &str, dev: &str) {
+    for (_, m) in held {
         let _ = q.verdict(m);
     }
-    remove_rules(bin, &dev);
+    remove_rules(bin, dev);
     let drain_until = Instant::now() + Duration::from_millis(50);
     while Instant::now() < drain_until {
         match q.recv() {
@@ -153,6 +185,4 @@ pub fn run(delay: Duration, max: Duration) -> anyhow::Result<i32> {
         }
     }
     let _ = q.unbind(QUEUE);
-    println!("dlbench delay-node: released {dev} after {passed} packets");
-    result.map(|_| 0)
 }
