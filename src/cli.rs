@@ -804,7 +804,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
         }
         Command::Check(a) => check(a),
-        Command::Merge(a) => crate::shard::merge(&a.shards, &a.out, !a.no_fail_on_violation),
+        Command::Merge(a) => crate::merge::merge(&a.shards, &a.out, !a.no_fail_on_violation),
         Command::Schema => {
             println!("{}", crate::summary::json_schema());
             Ok(0)
