@@ -34,6 +34,7 @@ pub mod facts;
 pub mod history;
 pub mod kind;
 pub mod lockcmd;
+pub mod merge;
 pub mod nemesis;
 pub mod phase;
 pub mod progress;

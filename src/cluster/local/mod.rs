@@ -11,6 +11,7 @@
 pub mod bins;
 pub(crate) mod etcd;
 mod faults;
+mod plan;
 pub mod mariadb;
 pub(crate) mod postgres;
 pub mod ports;
@@ -186,7 +187,7 @@ pub struct LocalTarget {
     ports: Mutex<ports::PortClaims>,
     net: Option<Arc<Net>>,
     /// Where each node's shared client proxy forwards (changed by a failover).
-    client_backends: Vec<Option<Arc<Mutex<SocketAddr>>>>,
+    client_backends: Vec<ClientSlot>,
     password: Option<String>,
     /// Bound on each exchange of a probe or admin command with a server.
     connect_timeout: Duration,
@@ -194,6 +195,9 @@ pub struct LocalTarget {
     runtime: Option<runtime::RuntimeDir>,
     stopped: bool,
 }
+
+/// Where a node's shared client proxy forwards, when it has one.
+type ClientSlot = Option<Arc<Mutex<SocketAddr>>>;
 
 fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -204,6 +208,70 @@ fn listener(port: u16) -> Result<tokio::net::TcpListener, TargetError> {
     let l = std::net::TcpListener::bind(addr(port)).map_err(|e| TargetError::Setup(format!("bind proxy port {port}: {e}")))?;
     l.set_nonblocking(true).map_err(|e| TargetError::Setup(e.to_string()))?;
     tokio::net::TcpListener::from_std(l).map_err(|e| TargetError::Setup(e.to_string()))
+}
+
+/// The clock shim installed in the runtime directory, when the options ask for it.
+fn clock_shim(rt: &Path, options: &TargetOptions) -> Result<Option<PathBuf>, TargetError> {
+    if !options.clock_shim {
+        return Ok(None);
+    }
+    let s = crate::nemesis::clock::install(rt).map_err(|e| TargetError::Setup(e.to_string()))?;
+    if s.is_none() {
+        return Err(TargetError::Setup("clock faults need the clock shim, and this build has none (no C compiler at build time)".into()));
+    }
+    Ok(s)
+}
+
+/// The nodes of the plan, each behind its proxies when there is a `net`: one per node for
+/// clients, plus the peer proxies. Returns the nodes and where each client proxy forwards.
+fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::PortClaims) -> Result<(Vec<Arc<Node>>, Vec<ClientSlot>), TargetError> {
+    let mut nodes = Vec::new();
+    let mut client_backends = Vec::new();
+    let mut fronts = std::collections::HashMap::new();
+    for (index, plan::Planned { backend: k, mut plan, replica, peers }) in planned.into_iter().enumerate() {
+        let real_addr = plan.client_addr.clone();
+        let mut client_addr = real_addr.clone();
+        let mut backend_slot = None;
+        if let Some(net) = net {
+            let real: SocketAddr = real_addr.parse().expect("loopback address");
+            let front = ports.claim().map_err(|e| TargetError::Setup(e.to_string()))?;
+            let slot = Arc::new(Mutex::new(real));
+            // The Redis primary's proxy also carries replication, so it tells nodes apart.
+            net.spawn_proxy(listener(front)?, index, slot.clone(), 0, k == BackendKind::Redis);
+            client_addr = format!("127.0.0.1:{front}");
+            fronts.insert(real_addr.clone(), client_addr.clone());
+            backend_slot = Some(slot);
+            for (front, real) in peers {
+                net.spawn_proxy(listener(front)?, index, Arc::new(Mutex::new(addr(real))), 0, true);
+            }
+        }
+        if replica {
+            // Point the replica at the primary's proxy rather than its real port.
+            if let Some(i) = plan.spec.args.iter().position(|a| a == "--replicaof") {
+                let primary = format!("127.0.0.1:{}", plan.spec.args[i + 2].to_string_lossy());
+                if let Some(front) = fronts.get(&primary) {
+                    plan.spec.args[i + 2] = front.rsplit_once(':').unwrap().1.into();
+                }
+            }
+        }
+        client_backends.push(backend_slot);
+        nodes.push(Arc::new(Node {
+            index,
+            backend: k,
+            name: plan.spec.name.clone(),
+            client_addr,
+            real_addr,
+            spec: plan.spec,
+            data: plan.data,
+            clock_file: plan.clock_file,
+            replica,
+            process: Mutex::new(None),
+            extra_args: Mutex::new(Vec::new()),
+            paused: AtomicBool::new(false),
+            net: net.cloned(),
+        }));
+    }
+    Ok((nodes, client_backends))
 }
 
 impl LocalTarget {
@@ -221,158 +289,13 @@ impl LocalTarget {
         let runtime = runtime::RuntimeDir::create(&format!("{run_id}-{:04x}", rand::random::<u16>())).map_err(TargetError::Setup)?;
         let rt = runtime.path.clone();
         let mut ports = ports::PortClaims::new();
-        let io = |e: std::io::Error| TargetError::Setup(e.to_string());
         let token = format!("dlbench-{}-{}", std::process::id(), rand::random::<u32>());
         let net = options.proxies.then(Net::new);
-        let shim = if options.clock_shim {
-            let s = crate::nemesis::clock::install(&rt).map_err(io)?;
-            if s.is_none() {
-                return Err(TargetError::Setup("clock faults need the clock shim, and this build has none (no C compiler at build time)".into()));
-            }
-            s
-        } else {
-            None
-        };
-
-        // (backend, plan, replica, peer proxies: (front port, real port))
-        let mut planned: Vec<(BackendKind, NodePlan, bool, Vec<(u16, u16)>)> = Vec::new();
-        let pw = options.password.as_deref();
-        for &k in backends {
-            let mut claim = |n: usize| ports.claim_n(n).map_err(|e| TargetError::Setup(e.to_string()));
-            match k {
-                BackendKind::Etcd => {
-                    let p = claim(9)?;
-                    let ports: Vec<etcd::EtcdPorts> = (0..3)
-                        .map(|i| etcd::EtcdPorts {
-                            client: p[3 * i],
-                            peer: p[3 * i + 1],
-                            peer_front: options.proxies.then_some(p[3 * i + 2]),
-                        })
-                        .collect();
-                    for (plan, pt) in etcd::specs(bins.etcd.as_ref().unwrap(), &rt, &dir, &ports, &token).into_iter().zip(&ports) {
-                        let peers = pt.peer_front.map(|f| vec![(f, pt.peer)]).unwrap_or_default();
-                        planned.push((k, plan, false, peers));
-                    }
-                }
-                BackendKind::Zookeeper => {
-                    let p = claim(15)?;
-                    let ports: Vec<zookeeper::ZkPorts> = (0..3)
-                        .map(|i| zookeeper::ZkPorts {
-                            client: p[5 * i],
-                            quorum: p[5 * i + 1],
-                            election: p[5 * i + 2],
-                            fronts: options.proxies.then_some((p[5 * i + 3], p[5 * i + 4])),
-                        })
-                        .collect();
-                    let plans = zookeeper::specs(bins.java.as_ref().unwrap(), bins.zookeeper_classpath.as_ref().unwrap(), &rt, &dir, &ports)
-                        .map_err(io)?;
-                    for (plan, pt) in plans.into_iter().zip(&ports) {
-                        let peers = pt.fronts.map(|(q, e)| vec![(q, pt.quorum), (e, pt.election)]).unwrap_or_default();
-                        planned.push((k, plan, false, peers));
-                    }
-                }
-                BackendKind::Redis => {
-                    let p = claim(2)?;
-                    let bin = bins.redis_server.as_ref().unwrap();
-                    planned.push((k, redis::spec(bin, &rt, &dir, "redis-1", p[0], None, None, pw).map_err(io)?, false, vec![]));
-                    if options.redis_replica {
-                        // Replicates through the primary's client proxy when there is one,
-                        // so a partition can cut replication.
-                        let primary = format!("127.0.0.1:{}", p[0]);
-                        planned.push((k, redis::spec(bin, &rt, &dir, "redis-2", p[1], Some(&primary), None, pw).map_err(io)?, true, vec![]));
-                    }
-                }
-                BackendKind::Redlock => {
-                    let p = claim(5)?;
-                    for (i, port) in p.iter().enumerate() {
-                        let name = format!("redlock-{}", i + 1);
-                        let plan = redis::spec(bins.redis_server.as_ref().unwrap(), &rt, &dir, &name, *port, None, shim.as_deref(), pw).map_err(io)?;
-                        planned.push((k, plan, false, vec![]));
-                    }
-                }
-                BackendKind::Postgres => {
-                    let p = claim(1)?;
-                    let (initdb, pg, d, logs) = (bins.initdb.clone().unwrap(), bins.postgres.clone().unwrap(), rt.clone(), dir.clone());
-                    let pw = options.password.clone();
-                    let plan = tokio::task::spawn_blocking(move || postgres::prepare(&initdb, &pg, &d, &logs, p[0], pw.as_deref()))
-                        .await
-                        .map_err(|e| TargetError::Setup(e.to_string()))?
-                        .map_err(TargetError::Setup)?;
-                    planned.push((k, plan, false, vec![]));
-                }
-                BackendKind::Mariadb => {
-                    let p = claim(1)?;
-                    let (install, server, d, logs) = (bins.mariadb_install_db.clone().unwrap(), bins.mariadbd.clone().unwrap(), rt.clone(), dir.clone());
-                    let pw = options.password.clone();
-                    let plan = tokio::task::spawn_blocking(move || mariadb::prepare(&install, &server, &d, &logs, p[0], pw.as_deref()))
-                        .await
-                        .map_err(|e| TargetError::Setup(e.to_string()))?
-                        .map_err(TargetError::Setup)?;
-                    planned.push((k, plan, false, vec![]));
-                }
-                // Designs on another family's servers were mapped to it above.
-                _ => {}
-            }
-        }
-
-        // The run directory keeps each node's log and a link to its data (left dangling at
-        // stop, as the record of where the data was).
-        for (_, plan, _, _) in &planned {
-            let home = dir.join(&plan.spec.name);
-            std::fs::create_dir_all(&home).map_err(io)?;
-            let link = home.join("data");
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&plan.data, &link).map_err(|e| TargetError::Setup(format!("link {}: {e}", link.display())))?;
-        }
-
-        // Proxies: one per node for clients, plus the peer proxies.
-        let mut nodes = Vec::new();
-        let mut client_backends = Vec::new();
-        let mut fronts = std::collections::HashMap::new();
-        for (index, (k, mut plan, replica, peers)) in planned.into_iter().enumerate() {
-            let real_addr = plan.client_addr.clone();
-            let mut client_addr = real_addr.clone();
-            let mut backend_slot = None;
-            if let Some(net) = &net {
-                let real: SocketAddr = real_addr.parse().expect("loopback address");
-                let front = ports.claim().map_err(io)?;
-                let slot = Arc::new(Mutex::new(real));
-                // The Redis primary's proxy also carries replication, so it tells nodes apart.
-                net.spawn_proxy(listener(front)?, index, slot.clone(), 0, k == BackendKind::Redis);
-                client_addr = format!("127.0.0.1:{front}");
-                fronts.insert(real_addr.clone(), client_addr.clone());
-                backend_slot = Some(slot);
-                for (front, real) in peers {
-                    net.spawn_proxy(listener(front)?, index, Arc::new(Mutex::new(addr(real))), 0, true);
-                }
-            }
-            if replica {
-                // Point the replica at the primary's proxy rather than its real port.
-                if let Some(i) = plan.spec.args.iter().position(|a| a == "--replicaof") {
-                    let primary = format!("127.0.0.1:{}", plan.spec.args[i + 2].to_string_lossy());
-                    if let Some(front) = fronts.get(&primary) {
-                        plan.spec.args[i + 2] = front.rsplit_once(':').unwrap().1.into();
-                    }
-                }
-            }
-            client_backends.push(backend_slot);
-            nodes.push(Arc::new(Node {
-                index,
-                backend: k,
-                name: plan.spec.name.clone(),
-                client_addr,
-                real_addr,
-                spec: plan.spec,
-                data: plan.data,
-                clock_file: plan.clock_file,
-                replica,
-                process: Mutex::new(None),
-                extra_args: Mutex::new(Vec::new()),
-                paused: AtomicBool::new(false),
-                net: net.clone(),
-            }));
-        }
-
+        let shim = clock_shim(&rt, &options)?;
+        let layout = plan::Layout { bins: &bins, rt: &rt, dir: &dir, options: &options, token: &token, shim: shim.as_deref() };
+        let planned = layout.plan(backends, &mut ports).await?;
+        plan::link_data(&dir, &planned)?;
+        let (nodes, client_backends) = wire(planned, net.as_ref(), &mut ports)?;
         let mut target = LocalTarget {
             dir,
             nodes,
@@ -389,25 +312,32 @@ impl LocalTarget {
         for n in &target.nodes {
             n.start()?; // on error, Drop stops what already started
         }
+        target.become_healthy(backends).await?;
+        Ok(target)
+    }
+
+    /// Wait until every cluster of `backends` is healthy, switch etcd's auth on, and set the
+    /// endpoints clients use.
+    async fn become_healthy(&mut self, backends: &[BackendKind]) -> Result<(), TargetError> {
         let kinds: Vec<BackendKind> = backends.iter().copied().filter(|k| *k != BackendKind::Memory).collect();
         // etcd's auth is switched on once the cluster runs; until then it answers without.
-        let pw = target.password.clone();
-        let within = target.connect_timeout;
+        let pw = self.password.clone();
+        let within = self.connect_timeout;
         let checks = kinds.iter().map(|&k| {
-            let nodes = target.nodes_of(k);
+            let nodes = self.nodes_of(k);
             let pw = if k == BackendKind::Etcd { None } else { pw.clone() };
             async move { wait_healthy(k, &nodes, pw.as_deref(), within).await }
         });
         for r in futures::future::join_all(checks).await {
             r?;
         }
-        if let (Some(pw), Some(n)) = (&pw, target.nodes.iter().find(|n| n.backend == BackendKind::Etcd)) {
+        if let (Some(pw), Some(n)) = (&pw, self.nodes.iter().find(|n| n.backend == BackendKind::Etcd)) {
             etcd::enable_auth(&n.real_addr, pw, within).await.map_err(|e| TargetError::Unhealthy { backend: BackendKind::Etcd, detail: e })?;
         }
         for k in kinds {
-            target.endpoints.set(k, target.section(k, |n| n.client_addr.clone()));
+            self.endpoints.set(k, self.section(k, |n| n.client_addr.clone()));
         }
-        Ok(target)
+        Ok(())
     }
 
     fn section(&self, k: BackendKind, addr: impl Fn(&Node) -> String) -> Section {
