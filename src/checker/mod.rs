@@ -23,12 +23,14 @@ pub mod item;
 pub mod lost_update;
 pub mod mutex;
 mod ops;
+mod segment;
 pub mod stream;
 
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Op, Segment};
-pub use ops::{History, OpRecord, Outcome};
+pub use ops::{OpRecord, Outcome};
+pub use segment::History;
 
 /// A checker's answer. Ordered so that the worst is the greatest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]

@@ -4,9 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::HashMap;
 
-use super::item::SectionItem;
 use super::OpRef;
-use crate::history::{Op, Record, Segment};
+use crate::history::{Op, Record};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -146,41 +145,5 @@ impl FaultLog {
             }
             _ => self.skipped.push(skip),
         }
-    }
-}
-
-/// A whole segment in memory, paired ([`Pairing`]): for the figures of a run killed before
-/// it wrote them (`report/partial.rs`). The checkers stream instead (`stream.rs`).
-#[derive(Debug, Clone, Default)]
-pub struct History {
-    /// Every operation, in invocation order.
-    pub ops: Vec<OpRecord>,
-    pub sections: Vec<SectionItem>,
-    pub faults: FaultLog,
-    /// The last timestamp in the segment.
-    pub end_ns: u64,
-}
-
-impl History {
-    pub fn from_segment(seg: &Segment) -> History {
-        let mut h = History::default();
-        let mut pairing = Pairing::default();
-        for r in &seg.records {
-            if let Some(ns) = r.ns() {
-                h.end_ns = h.end_ns.max(ns);
-            }
-            match r {
-                Record::Section { .. } => {
-                    let s = SectionItem::of(r).expect("a section record");
-                    h.end_ns = h.end_ns.max(s.exit);
-                    h.sections.push(s);
-                }
-                Record::Nemesis { f, phase, targets, ns, detail } => h.faults.push(f, phase, targets, *ns, detail),
-                _ => h.ops.extend(pairing.push(r)),
-            }
-        }
-        h.ops.extend(pairing.unfinished());
-        h.ops.sort_by_key(|o| (o.invoke_ns, o.p));
-        h
     }
 }
