@@ -240,7 +240,9 @@ pub fn merge_histories(shards: &[(PathBuf, ShardPhase)], out: &Path) -> anyhow::
 
 /// `dlbench merge DIR...`: one result set from the shards of a plan. Returns the exit status
 /// (the merged verdict, as `run`'s).
-pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyhow::Result<i32> {
+/// Merge the shards into one result set; returns the merged summary and its directory (the
+/// command line renders and prints them).
+pub fn merge(dirs: &[PathBuf], out_root: &Path) -> anyhow::Result<(crate::summary::Summary, PathBuf)> {
     let shards = load(dirs)?;
     let first = &shards[0].1;
     let shard_summary: crate::summary::Summary =
@@ -287,12 +289,5 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
         std::fs::read_to_string(d.join("summary.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).and_then(|v| v["complete"].as_bool()).unwrap_or(false)
     }));
     dir.write_json("summary.json", &summary)?;
-    if let Err(e) = crate::report::render(&dir.path) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
-    println!("{}", crate::report::text::table(&summary));
-    println!("{}", crate::report::text::shard_markdown(&summary));
-    println!("results: {}", dir.path.join("summary.json").display());
-    let worst = summary.worst();
-    Ok(if fail_on_violation { crate::judgement::exit_code(worst) } else { 0 })
+    Ok((summary, dir.path.clone()))
 }

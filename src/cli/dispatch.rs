@@ -51,7 +51,10 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Up(a) => up(a, cancel).await,
         Command::Check(a) => check(a),
-        Command::Merge(a) => crate::merge::merge(&a.shards, &a.out, !a.no_fail_on_violation),
+        Command::Merge(a) => {
+            let (summary, dir) = crate::merge::merge(&a.shards, &a.out)?;
+            Ok(output::merged(&summary, &dir, !a.no_fail_on_violation))
+        }
         Command::Schema => {
             println!("{}", crate::summary::json_schema());
             Ok(0)

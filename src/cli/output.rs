@@ -1,5 +1,6 @@
 //! The one place a finished command is rendered and printed, and its exit status decided:
-//! producers return their result (`run::Finished`, `calibrate::Calibrated`, `compare::Comparison`),
+//! producers return their result (`run::Finished`, `calibrate::Calibrated`, `compare::Comparison`,
+//! the merged shards' summary),
 //! this prints it.
 
 use std::path::Path;
@@ -74,4 +75,20 @@ pub(super) fn compared(c: &crate::compare::Comparison, json: Option<&Path>, mark
         crate::util::write_atomic(p, md.as_bytes())?;
     }
     Ok(if c.regressions > 0 { 1 } else if !c.detectable { 3 } else { 0 })
+}
+
+/// The merged shards: the report, the table and the shards' own table; the worst verdict's
+/// exit status unless `--no-fail-on-violation`.
+pub(super) fn merged(summary: &crate::summary::Summary, dir: &Path, fail_on_violation: bool) -> i32 {
+    if let Err(e) = crate::report::render(dir) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
+    println!("{}", crate::report::text::table(summary));
+    println!("{}", crate::report::text::shard_markdown(summary));
+    println!("results: {}", dir.join("summary.json").display());
+    if fail_on_violation {
+        crate::judgement::exit_code(summary.worst())
+    } else {
+        0
+    }
 }
