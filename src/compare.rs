@@ -843,7 +843,7 @@ mod tests {
 
     fn summary_of(ops: &[f64], overlaps: u64) -> Summary {
         let mut s = Summary::begin("r", "local", FencingMode::Both, vec![]);
-        let mut b = BackendSummary::new("etcd", None, &[]);
+        let mut b = BackendSummary::empty("etcd", None);
         for (i, &o) in ops.iter().enumerate() {
             let mut w: WorkloadSummary = serde_json::from_value(serde_json::json!({
                 "name": "hot-key", "clients": 8, "keys": 1, "seed": null, "warmup_s": 0.0, "measured_s": 5.0,

@@ -18,7 +18,8 @@ use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, FaultSpec, Faults, Nemesis};
 use crate::progress::PhaseProgress;
 use crate::results::RunDir;
-use crate::summary::{self, BackendAcc, BackendSummary, Summary};
+use crate::summarize::BackendAcc;
+use crate::summary::{self, BackendSummary, Summary};
 use crate::endpoints::Endpoints;
 use crate::cluster::compose::ComposeTarget;
 use crate::cluster::external::ExternalTarget;
@@ -624,7 +625,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<i32
 
 
 fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
-    let ws = summary::WorkloadSummary::from_phase(p);
+    let ws = crate::summarize::workload(p);
     eprintln!(
         "dlbench: {kind:<9} {:<10} {:.0} acq/s, p99 {}, {} errors, {} overlaps",
         w.name,

@@ -487,7 +487,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
     let mut summary = crate::summary::Summary::begin(&dir.id, &shard_summary.target, shard_summary.fencing, Vec::new());
     summary.versions = shard_summary.versions.clone();
     summary.resource_server = first.resource_server.clone();
-    let mut acc = crate::summary::BackendAcc::default();
+    let mut acc = crate::summarize::BackendAcc::default();
     acc.add(&phase, 0);
     let mut b = acc.summary(&first.backend, first.capabilities.clone());
     b.connections = first.connections.clone();

@@ -80,7 +80,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Input> {
                     match summary.backends.iter_mut().find(|b| b.name == v.backend) {
                         Some(b) => b.workloads.push(w),
                         None => {
-                            let mut b = BackendSummary::new(&v.backend, None, &[]);
+                            let mut b = BackendSummary::empty(&v.backend, None);
                             b.workloads.push(w);
                             summary.backends.push(b);
                         }
