@@ -234,9 +234,9 @@ fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
         "availability_pct" => a?.success_seconds_pct,
         "longest_gap_ms" => a?.longest_gap_ms as f64,
         "recovery_ms" => a?.recovery_ms as f64,
-        "overlaps" => w.overlaps as f64,
-        "lost_updates" => w.lost_updates as f64,
-        "lost_updates_fenced" => w.lost_updates_fenced as f64,
+        "overlaps" => w.counts.overlaps as f64,
+        "lost_updates" => w.counts.lost_updates as f64,
+        "lost_updates_fenced" => w.counts.lost_updates_fenced as f64,
         _ => return None,
     })
 }
@@ -854,7 +854,7 @@ mod tests {
             }))
             .unwrap();
             w.repeat = i as u32;
-            w.overlaps = if i == 0 { overlaps } else { 0 };
+            w.counts.overlaps = if i == 0 { overlaps } else { 0 };
             b.workloads.push(w);
         }
         s.backends.push(b);
@@ -1121,7 +1121,7 @@ mod tests {
         let one = summary_of(&[1000.0], 1);
         let mut five = summary_of(&[1000.0; 5], 0);
         for w in &mut five.backends[0].workloads {
-            w.overlaps = 1;
+            w.counts.overlaps = 1;
         }
         let c = compare(&one, &five, &t);
         let row = c.rows.iter().find(|r| r.metric.contains("overlaps"));

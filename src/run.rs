@@ -632,7 +632,7 @@ fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
         ws.ops_per_sec,
         crate::stats::fmt_latency(ws.acquire_latency_us.p99),
         ws.errors,
-        ws.overlaps
+        ws.counts.overlaps
     );
     if let Some(ol) = ws.open_loop.as_ref().filter(|o| o.behind_schedule) {
         eprintln!(

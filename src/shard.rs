@@ -504,9 +504,9 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, fail_on_violation: bool) -> anyh
         if let Some(n) = seen {
             for b in &mut summary.backends {
                 for w in &mut b.workloads {
-                    w.overlaps = w.overlaps.max(n);
+                    w.counts.overlaps = w.counts.overlaps.max(n);
                 }
-                b.overlaps = b.workloads.iter().map(|w| w.overlaps).sum();
+                b.counts.overlaps = b.workloads.iter().map(|w| w.counts.overlaps).sum();
             }
         }
         summary.attach_checks(&v, shard_summary.fencing);

@@ -4,6 +4,7 @@
 
 use hdrhistogram::Histogram;
 
+use crate::judgement::SafetyCounts;
 use crate::phase::PhaseResult;
 use crate::stats::{jain, new_histogram, Percentiles, Totals};
 use crate::summary::{steady, BackendSummary, LagMs, OpenLoop, Properties, SeriesPoint, WorkloadSummary};
@@ -56,14 +57,16 @@ pub fn workload(p: &PhaseResult) -> WorkloadSummary {
         in_flight_at_end: p.in_flight_at_end,
         retired_clients: p.retired,
         sections: r.total.sections,
-        overlaps: r.total.overlaps,
-        lost_updates: r.total.lost_updates,
-        stale_tokens: r.total.stale_tokens,
-        lost_updates_fenced: r.total.lost_updates_fenced,
-        rejected: r.total.rejected,
-        stale_refused: r.total.stale_refused(),
-        legit_refused: r.total.legit_refused,
-        token_inversions: r.total.token_inversions,
+        counts: SafetyCounts {
+            overlaps: r.total.overlaps,
+            lost_updates: r.total.lost_updates,
+            stale_tokens: r.total.stale_tokens,
+            lost_updates_fenced: r.total.lost_updates_fenced,
+            rejected: r.total.rejected,
+            stale_refused: Some(r.total.stale_refused()),
+            legit_refused: r.total.legit_refused,
+            token_inversions: r.total.token_inversions,
+        },
         entered_expired: r.total.entered_expired,
         exposure: round4(r.exposure()),
         busiest_key_exposure: round4(r.busiest_key_exposure()),
@@ -169,13 +172,16 @@ impl BackendAcc {
                 .collect(),
             errors: all.error_count(),
             timeouts: all.timeouts,
-            overlaps: workloads.iter().map(|w| w.overlaps).sum(),
-            lost_updates: workloads.iter().map(|w| w.lost_updates).sum(),
-            stale_tokens: workloads.iter().map(|w| w.stale_tokens).sum(),
-            lost_updates_fenced: workloads.iter().map(|w| w.lost_updates_fenced).sum(),
-            rejected: workloads.iter().map(|w| w.rejected).sum(),
-            legit_refused: workloads.iter().map(|w| w.legit_refused).sum(),
-            token_inversions: workloads.iter().map(|w| w.token_inversions).sum(),
+            counts: SafetyCounts {
+                overlaps: workloads.iter().map(|w| w.counts.overlaps).sum(),
+                lost_updates: workloads.iter().map(|w| w.counts.lost_updates).sum(),
+                stale_tokens: workloads.iter().map(|w| w.counts.stale_tokens).sum(),
+                lost_updates_fenced: workloads.iter().map(|w| w.counts.lost_updates_fenced).sum(),
+                rejected: workloads.iter().map(|w| w.counts.rejected).sum(),
+                stale_refused: None,
+                legit_refused: workloads.iter().map(|w| w.counts.legit_refused).sum(),
+                token_inversions: workloads.iter().map(|w| w.counts.token_inversions).sum(),
+            },
             availability: None,
             validity: None,
             verdict: None,

@@ -19,15 +19,37 @@ pub fn briefs(v: &SegmentVerdict) -> Vec<CheckBrief> {
     v.results.iter().map(|r| CheckBrief { checker: r.checker.clone(), valid: r.valid, message: r.message.clone() }).collect()
 }
 
+/// The protected resource's safety counts, declared once: a phase's and a backend's summary
+/// embed them (flattened, so `summary.json` keeps its fields where they were) and a verdict
+/// is made of them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SafetyCounts {
+    /// Sections that entered while another holder of the key was inside.
+    pub overlaps: u64,
+    /// Without fencing (the plain register).
+    pub lost_updates: u64,
+    /// Sections that presented a stale token.
+    pub stale_tokens: u64,
+    /// With fencing: updates lost on the register that refuses stale tokens.
+    pub lost_updates_fenced: u64,
+    /// With fencing: sections whose request was refused (stale or not).
+    pub rejected: u64,
+    /// With fencing: refusals of superseded holders (what fencing is for). A phase's only:
+    /// a backend's summary has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_refused: Option<u64>,
+    /// With fencing: holders with a valid lease refused because of an earlier token.
+    #[serde(default)]
+    pub legit_refused: u64,
+    /// Sections that entered, lease valid, with a token not above an earlier section's.
+    #[serde(default)]
+    pub token_inversions: u64,
+}
+
 /// The measurements a verdict is made of.
 #[derive(Debug, Clone, Default)]
 pub struct Measured {
-    pub overlaps: u64,
-    pub lost_updates: u64,
-    pub lost_updates_fenced: u64,
-    pub rejected: u64,
-    pub legit_refused: u64,
-    pub token_inversions: u64,
+    pub counts: SafetyCounts,
     pub has_tokens: bool,
     /// Critical sections entered at the protected resource (its counts are exact).
     pub sections: u64,

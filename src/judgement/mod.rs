@@ -32,7 +32,7 @@ mod evidence;
 mod scenario;
 mod verdict;
 pub use availability::Availability;
-pub use evidence::{briefs, CheckBrief, Measured};
+pub use evidence::{briefs, CheckBrief, Measured, SafetyCounts};
 pub use scenario::{meets, Expect, Seen};
 pub use verdict::{verdict, Verdict};
 

@@ -150,15 +150,15 @@ struct Safety {
 fn safety(m: &Measured, mode: FencingMode) -> Safety {
     let lock_checks = m.worst(&LOCK_CHECKERS);
     let fencing_check = m.worst(&["fencing"]).filter(|_| m.has_tokens);
-    let lock_violated = m.overlaps > 0 || m.lost_updates > 0 || lock_checks == Some(Validity::Invalid);
+    let lock_violated = m.counts.overlaps > 0 || m.counts.lost_updates > 0 || lock_checks == Some(Validity::Invalid);
     // Without a history (the memory backend's default) the resource's exact counts speak alone.
     let lock_unknown = lock_checks == Some(Validity::Unknown);
     // Nothing inside: no section, or sections that took no measurable time. Any time inside, however
     // short, is evidence (weak below WEAK_EXPOSURE): the resource counted every entry.
     let nothing_inside = m.sections == 0 || m.exposure.is_none_or(|e| e <= 0.0);
-    let stale_refused = m.rejected.saturating_sub(m.legit_refused);
+    let stale_refused = m.counts.rejected.saturating_sub(m.counts.legit_refused);
     let fencing_broken =
-        m.has_tokens && (m.token_inversions > 0 || m.legit_refused > 0 || m.lost_updates_fenced > 0 || fencing_check == Some(Validity::Invalid));
+        m.has_tokens && (m.counts.token_inversions > 0 || m.counts.legit_refused > 0 || m.counts.lost_updates_fenced > 0 || fencing_check == Some(Validity::Invalid));
     let fenced_side = mode != FencingMode::Off;
     let evidence = match m.exposure {
         _ if m.sections == 0 => "none",
@@ -190,14 +190,14 @@ fn fencing_label(m: &Measured, fencing_broken: bool, stale_refused: u64) -> Stri
         "n/a (no tokens)".to_string()
     } else if fencing_broken {
         let mut why = Vec::new();
-        if m.legit_refused > 0 {
-            why.push(format!("{} legitimate write(s) refused", m.legit_refused));
+        if m.counts.legit_refused > 0 {
+            why.push(format!("{} legitimate write(s) refused", m.counts.legit_refused));
         }
-        if m.token_inversions > 0 {
-            why.push(format!("{} token inversion(s)", m.token_inversions));
+        if m.counts.token_inversions > 0 {
+            why.push(format!("{} token inversion(s)", m.counts.token_inversions));
         }
-        if m.lost_updates_fenced > 0 {
-            why.push(format!("{} update(s) lost with fencing", m.lost_updates_fenced));
+        if m.counts.lost_updates_fenced > 0 {
+            why.push(format!("{} update(s) lost with fencing", m.counts.lost_updates_fenced));
         }
         if why.is_empty() {
             why.push("the fencing checker found tokens out of order".into());
@@ -333,7 +333,7 @@ fn headline(mode: FencingMode, s: &Safety, a: &Avail, x: &Axes) -> String {
 fn summary_line(m: &Measured, s: &Safety, a: &Avail, x: &Axes, headline: &str) -> String {
     let mut summary = headline.to_string();
     if s.lock_violated {
-        summary.push_str(&format!(" ({} overlap(s), {} lost update(s) without fencing", m.overlaps, m.lost_updates));
+        summary.push_str(&format!(" ({} overlap(s), {} lost update(s) without fencing", m.counts.overlaps, m.counts.lost_updates));
         if m.has_tokens {
             summary.push_str(&format!("; fencing {}", s.fencing));
         }

@@ -184,8 +184,8 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
                     _ => v.availability_note.clone().unwrap_or_else(|| "not measured".into()),
                 }))),
                 esc(&opt(v.and_then(|v| v.recovery.clone()))),
-                w.overlaps,
-                w.lost_updates,
+                w.counts.overlaps,
+                w.counts.lost_updates,
                 esc(&opt(v.map(|v| v.fencing.clone()))),
                 esc(&opt(v.map(|v| match v.exposure {
                     Some(e) => format!("{} ({} exposed)", v.evidence, crate::judgement::percent(e)),
@@ -233,9 +233,9 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
                 if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
                 w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
                 w.errors,
-                w.overlaps,
-                w.lost_updates,
-                w.stale_tokens
+                w.counts.overlaps,
+                w.counts.lost_updates,
+                w.counts.stale_tokens
             );
         }
     }

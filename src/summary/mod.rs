@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use crate::checker::{SegmentVerdict, Validity};
 use crate::nemesis::NemesisEvent;
 use crate::stats::{Percentiles, TimePoint};
-use crate::judgement::{self, Availability, CheckBrief, FencingMode, Measured, Verdict};
+use crate::judgement::{self, Availability, CheckBrief, FencingMode, Measured, SafetyCounts, Verdict};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -151,23 +151,9 @@ pub struct WorkloadSummary {
     pub in_flight_at_end: u64,
     pub retired_clients: u64,
     pub sections: u64,
-    pub overlaps: u64,
-    /// Without fencing (the plain register).
-    pub lost_updates: u64,
-    pub stale_tokens: u64,
-    /// With fencing: updates lost on the register that refuses stale tokens.
-    pub lost_updates_fenced: u64,
-    /// With fencing: sections whose request was refused (stale or not).
-    pub rejected: u64,
-    /// With fencing: refusals of superseded holders (what fencing is for).
-    #[serde(default)]
-    pub stale_refused: u64,
-    /// With fencing: holders with a valid lease refused because of an earlier token.
-    #[serde(default)]
-    pub legit_refused: u64,
-    /// Sections that entered, lease valid, with a token not above an earlier section's.
-    #[serde(default)]
-    pub token_inversions: u64,
+    /// Overlaps, lost updates, stale tokens, refusals (with `stale_refused` always set).
+    #[serde(flatten)]
+    pub counts: SafetyCounts,
     /// Sections whose holder's lease was already lost when they entered.
     #[serde(default)]
     pub entered_expired: u64,
@@ -235,12 +221,7 @@ impl WorkloadSummary {
             sections: self.sections,
             availability_missing: unchecked.map(str::to_string),
             faults_no_effect: self.faults_no_effect(),
-            overlaps: self.overlaps,
-            lost_updates: self.lost_updates,
-            lost_updates_fenced: self.lost_updates_fenced,
-            rejected: self.rejected,
-            legit_refused: self.legit_refused,
-            token_inversions: self.token_inversions,
+            counts: self.counts.clone(),
             has_tokens,
             checks: self.checks.clone(),
             availability: self.availability.clone(),
@@ -298,15 +279,9 @@ pub struct BackendSummary {
     pub timeseries: Vec<SeriesPoint>,
     pub errors: u64,
     pub timeouts: u64,
-    pub overlaps: u64,
-    pub lost_updates: u64,
-    pub stale_tokens: u64,
-    pub lost_updates_fenced: u64,
-    pub rejected: u64,
-    #[serde(default)]
-    pub legit_refused: u64,
-    #[serde(default)]
-    pub token_inversions: u64,
+    /// Summed over the workloads (without `stale_refused`).
+    #[serde(flatten)]
+    pub counts: SafetyCounts,
     /// Availability during faults, over all workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<Availability>,
@@ -513,12 +488,7 @@ impl BackendSummary {
         // The backend's verdict: every phase's counts and checks; evidence as weak as the
         // weakest phase.
         let m = Measured {
-            overlaps: self.overlaps,
-            lost_updates: self.lost_updates,
-            lost_updates_fenced: self.lost_updates_fenced,
-            rejected: self.rejected,
-            legit_refused: self.legit_refused,
-            token_inversions: self.token_inversions,
+            counts: self.counts.clone(),
             has_tokens,
             sections: self.workloads.iter().map(|w| w.sections).sum(),
             checks: self.workloads.iter().flat_map(|w| w.checks.clone()).collect(),
@@ -552,13 +522,7 @@ impl BackendSummary {
             timeseries: Vec::new(),
             errors: 0,
             timeouts: 0,
-            overlaps: 0,
-            lost_updates: 0,
-            stale_tokens: 0,
-            lost_updates_fenced: 0,
-            rejected: 0,
-            legit_refused: 0,
-            token_inversions: 0,
+            counts: SafetyCounts::default(),
             availability: None,
             validity: None,
             verdict: None,
