@@ -47,6 +47,7 @@ pub mod scenario;
 pub mod shard;
 pub mod soak;
 pub mod stats;
+pub mod summarize;
 pub mod summary;
 pub mod synthetic;
 pub mod timescale;

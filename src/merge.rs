@@ -259,7 +259,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path) -> anyhow::Result<(crate::summar
     let mut summary = crate::summary::Summary::begin(&dir.id, &shard_summary.target, shard_summary.fencing, Vec::new());
     summary.versions = shard_summary.versions.clone();
     summary.resource_server = first.resource_server.clone();
-    let mut acc = crate::summary::BackendAcc::default();
+    let mut acc = crate::summarize::BackendAcc::default();
     acc.add(&phase, 0);
     let mut b = acc.summary(&first.backend, first.capabilities.clone());
     b.connections = first.connections.clone();
@@ -276,9 +276,9 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path) -> anyhow::Result<(crate::summar
         if let Some(n) = seen {
             for b in &mut summary.backends {
                 for w in &mut b.workloads {
-                    w.overlaps = w.overlaps.max(n);
+                    w.counts.overlaps = w.counts.overlaps.max(n);
                 }
-                b.overlaps = b.workloads.iter().map(|w| w.overlaps).sum();
+                b.counts.overlaps = b.workloads.iter().map(|w| w.counts.overlaps).sum();
             }
         }
         summary.attach_checks(&v, shard_summary.fencing);

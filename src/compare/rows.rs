@@ -23,9 +23,9 @@ fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
         "availability_pct" => a?.success_seconds_pct,
         "longest_gap_ms" => a?.longest_gap_ms as f64,
         "recovery_ms" => a?.recovery_ms as f64,
-        "overlaps" => w.overlaps as f64,
-        "lost_updates" => w.lost_updates as f64,
-        "lost_updates_fenced" => w.lost_updates_fenced as f64,
+        "overlaps" => w.counts.overlaps as f64,
+        "lost_updates" => w.counts.lost_updates as f64,
+        "lost_updates_fenced" => w.counts.lost_updates_fenced as f64,
         _ => return None,
     })
 }

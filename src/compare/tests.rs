@@ -4,7 +4,7 @@ use crate::judgement::FencingMode;
 
 fn summary_of(ops: &[f64], overlaps: u64) -> Summary {
     let mut s = Summary::begin("r", "local", FencingMode::Both, vec![]);
-    let mut b = BackendSummary::new("etcd", None, &[]);
+    let mut b = BackendSummary::empty("etcd", None);
     for (i, &o) in ops.iter().enumerate() {
         let mut w: WorkloadSummary = serde_json::from_value(serde_json::json!({
             "name": "hot-key", "clients": 8, "keys": 1, "seed": null, "warmup_s": 0.0, "measured_s": 5.0,
@@ -15,7 +15,7 @@ fn summary_of(ops: &[f64], overlaps: u64) -> Summary {
         }))
         .unwrap();
         w.repeat = i as u32;
-        w.overlaps = if i == 0 { overlaps } else { 0 };
+        w.counts.overlaps = if i == 0 { overlaps } else { 0 };
         b.workloads.push(w);
     }
     s.backends.push(b);
@@ -263,7 +263,7 @@ fn safety_compares_per_run_rates() {
     let one = summary_of(&[1000.0], 1);
     let mut five = summary_of(&[1000.0; 5], 0);
     for w in &mut five.backends[0].workloads {
-        w.overlaps = 1;
+        w.counts.overlaps = 1;
     }
     let c = compare(&one, &five, &t);
     let row = c.rows.iter().find(|r| r.metric.contains("overlaps"));

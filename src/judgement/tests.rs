@@ -35,24 +35,24 @@ fn a_clean_run_without_faults_is_safe_and_has_no_observed_class() {
 
 #[test]
 fn safe_with_fencing_needs_stale_writes_refused_and_nothing_broken() {
-    let caught = Measured { overlaps: 2, lost_updates: 1, rejected: 1, ..clean() };
+    let caught = Measured { counts: SafetyCounts { overlaps: 2, lost_updates: 1, rejected: 1, ..Default::default() }, ..clean() };
     let v = verdict(&caught, FencingMode::On);
     assert_eq!((v.safety.as_str(), v.fencing.as_str()), ("safe with fencing", "refused 1 stale write(s)"));
     assert_eq!(v.valid, Validity::Valid, "with fencing on, a violation fencing caught is not a failure");
     assert_eq!(verdict(&caught, FencingMode::Off).safety, "unsafe");
     assert_eq!(verdict(&caught, FencingMode::Both).valid, Validity::Invalid, "both: the lock alone failed");
     // Nothing refused: fencing was never exercised, so it earned nothing.
-    let unexercised = Measured { overlaps: 1, ..clean() };
+    let unexercised = Measured { counts: SafetyCounts { overlaps: 1, ..Default::default() }, ..clean() };
     assert_eq!(verdict(&unexercised, FencingMode::On).safety, "unsafe");
     // Refusals that were all legitimate holders: fencing broken, and the lock violated.
-    let wrong = Measured { overlaps: 1, rejected: 1, legit_refused: 1, ..clean() };
+    let wrong = Measured { counts: SafetyCounts { overlaps: 1, rejected: 1, legit_refused: 1, ..Default::default() }, ..clean() };
     assert_eq!(verdict(&wrong, FencingMode::On).safety, "unsafe");
     assert!(verdict(&wrong, FencingMode::On).fencing.starts_with("broken"));
 }
 
 #[test]
 fn a_token_reset_is_fencing_broken_even_without_overlap() {
-    let reset = Measured { rejected: 40, legit_refused: 40, token_inversions: 1, ..clean() };
+    let reset = Measured { counts: SafetyCounts { rejected: 40, legit_refused: 40, token_inversions: 1, ..Default::default() }, ..clean() };
     let v = verdict(&reset, FencingMode::On);
     assert_eq!(v.safety, "fencing broken");
     assert!(v.fencing.contains("40 legitimate write(s) refused"), "{}", v.fencing);
@@ -63,7 +63,7 @@ fn a_token_reset_is_fencing_broken_even_without_overlap() {
 
 #[test]
 fn no_tokens_is_na_and_never_safe_with_fencing() {
-    let redlock = Measured { overlaps: 1, lost_updates: 1, lost_updates_fenced: 1, has_tokens: false, claimed: "AP".into(), ..clean() };
+    let redlock = Measured { counts: SafetyCounts { overlaps: 1, lost_updates: 1, lost_updates_fenced: 1, ..Default::default() }, has_tokens: false, claimed: "AP".into(), ..clean() };
     let v = verdict(&redlock, FencingMode::Both);
     assert_eq!((v.safety.as_str(), v.fencing.as_str()), ("unsafe", "n/a (no tokens)"));
 }
@@ -103,7 +103,7 @@ fn classes_come_only_from_applied_faults() {
     assert_eq!(v.availability_rate.as_deref(), Some("10% of the no-fault rate"), "the rate, never \"0% unavailable\"");
     let v = verdict(&under_faults(clean(), 0.95), FencingMode::Both);
     assert_eq!(v.class_observed.as_deref(), Some("CP+A"));
-    let violated = Measured { overlaps: 1, lost_updates: 1, ..clean() };
+    let violated = Measured { counts: SafetyCounts { overlaps: 1, lost_updates: 1, ..Default::default() }, ..clean() };
     let v = verdict(&under_faults(violated.clone(), 0.9), FencingMode::Both);
     assert_eq!(v.class_observed.as_deref(), Some("AP"));
     assert!(v.contradiction && v.summary.contains("CONTRADICTS"), "{}", v.summary);

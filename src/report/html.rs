@@ -223,8 +223,8 @@ fn ap_cp(s: &Summary) -> String {
                     _ => v.availability_note.clone().unwrap_or_else(|| "not measured".into()),
                 }))),
                 esc(&opt(v.and_then(|v| v.recovery.clone()))),
-                w.overlaps,
-                w.lost_updates,
+                w.counts.overlaps,
+                w.counts.lost_updates,
                 esc(&opt(v.map(|v| v.fencing.clone()))),
                 esc(&opt(v.map(|v| match v.exposure {
                     Some(e) => format!("{} ({} exposed)", v.evidence, crate::judgement::percent(e)),
@@ -273,9 +273,9 @@ fn workloads(s: &Summary) -> String {
                 if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
                 w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
                 w.errors,
-                w.overlaps,
-                w.lost_updates,
-                w.stale_tokens
+                w.counts.overlaps,
+                w.counts.lost_updates,
+                w.counts.stale_tokens
             );
         }
     }

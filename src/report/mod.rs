@@ -82,7 +82,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Input> {
                     match summary.backends.iter_mut().find(|b| b.name == v.backend) {
                         Some(b) => b.workloads.push(w),
                         None => {
-                            let mut b = BackendSummary::new(&v.backend, None, &[]);
+                            let mut b = BackendSummary::empty(&v.backend, None);
                             b.workloads.push(w);
                             summary.backends.push(b);
                         }
@@ -111,10 +111,10 @@ fn refresh_totals(b: &mut BackendSummary) {
     if secs > 0.0 {
         b.ops_per_sec = (acquired as f64 / secs * 10.0).round() / 10.0;
     }
-    b.overlaps = b.workloads.iter().map(|w| w.overlaps).sum();
-    b.lost_updates = b.workloads.iter().map(|w| w.lost_updates).sum();
-    b.lost_updates_fenced = b.workloads.iter().map(|w| w.lost_updates_fenced).sum();
-    b.rejected = b.workloads.iter().map(|w| w.rejected).sum();
+    b.counts.overlaps = b.workloads.iter().map(|w| w.counts.overlaps).sum();
+    b.counts.lost_updates = b.workloads.iter().map(|w| w.counts.lost_updates).sum();
+    b.counts.lost_updates_fenced = b.workloads.iter().map(|w| w.counts.lost_updates_fenced).sum();
+    b.counts.rejected = b.workloads.iter().map(|w| w.counts.rejected).sum();
     b.errors = b.workloads.iter().map(|w| w.errors).sum();
     if b.acquire_latency_us.count == 0 {
         if let Some(w) = b.workloads.iter().max_by_key(|w| w.acquired) {

@@ -48,9 +48,9 @@ fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
                 if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
                 w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
                 w.errors.to_string(),
-                w.overlaps.to_string(),
-                w.lost_updates.to_string(),
-                if has_tokens(b) { w.stale_tokens.to_string() } else { "n/a".into() },
+                w.counts.overlaps.to_string(),
+                w.counts.lost_updates.to_string(),
+                if has_tokens(b) { w.counts.stale_tokens.to_string() } else { "n/a".into() },
                 w.exposure.map(|e| crate::judgement::percent(e).trim_end_matches('%').to_string()).unwrap_or_else(|| "-".into()),
                 verdict_cell(w.verdict.as_ref()),
             ]));
@@ -233,8 +233,8 @@ pub fn ap_cp_table(s: &Summary) -> String {
                 })
                 .unwrap_or_else(|| "-".into()),
                 v.and_then(|v| v.recovery.clone()).map(|r| if r.starts_with("NOT") { "NOT recovered".into() } else { r.trim_start_matches("recovered in ").to_string() }).unwrap_or_else(|| "-".into()),
-                w.overlaps.to_string(),
-                w.lost_updates.to_string(),
+                w.counts.overlaps.to_string(),
+                w.counts.lost_updates.to_string(),
                 v.map(|v| v.fencing.clone()).unwrap_or_default(),
                 v.map(|v| match v.exposure {
                     Some(e) => format!("{} ({})", v.evidence, crate::judgement::percent(e)),

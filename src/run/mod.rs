@@ -28,7 +28,8 @@ use crate::nemesis::{Faults, Nemesis};
 use crate::phase::PhaseResult;
 use crate::progress::PhaseProgress;
 use crate::results::RunDir;
-use crate::summary::{self, BackendAcc, BackendSummary, Summary};
+use crate::summarize::BackendAcc;
+use crate::summary::{self, BackendSummary, Summary};
 use crate::cluster::local::bins;
 use crate::workload::Workload;
 
@@ -394,14 +395,14 @@ fn cost_probe(target: Option<&Running>, kind: BackendKind) -> crate::cost::CostP
 }
 
 fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
-    let ws = summary::WorkloadSummary::from_phase(p);
+    let ws = crate::summarize::workload(p);
     eprintln!(
         "dlbench: {kind:<9} {:<10} {:.0} acq/s, p99 {}, {} errors, {} overlaps",
         w.name,
         ws.ops_per_sec,
         crate::stats::fmt_latency(ws.acquire_latency_us.p99),
         ws.errors,
-        ws.overlaps
+        ws.counts.overlaps
     );
     if let Some(ol) = ws.open_loop.as_ref().filter(|o| o.behind_schedule) {
         eprintln!(

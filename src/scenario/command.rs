@@ -156,7 +156,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
         }
         let owned: Vec<crate::phase::PhaseResult> = phases.into_iter().cloned().collect();
         let caps = done.iter().find(|d| d.1 == *kind).and_then(|d| serde_json::to_value(d.3.capabilities).ok());
-        backends.push(BackendSummary::new(kind.name(), caps, &owned));
+        backends.push(crate::summarize::backend(kind.name(), caps, &owned));
     }
     summary.backends = backends;
     summary.attach_checks(&verdicts, FencingMode::Both);

@@ -17,10 +17,9 @@ use serde::{Deserialize, Serialize};
 use hdrhistogram::Histogram;
 
 use crate::checker::{SegmentVerdict, Validity};
-use crate::phase::PhaseResult;
 use crate::nemesis::NemesisEvent;
-use crate::stats::{jain, new_histogram, Percentiles, TimePoint, Totals};
-use crate::judgement::{self, Availability, CheckBrief, FencingMode, Measured, Verdict};
+use crate::stats::{Percentiles, TimePoint};
+use crate::judgement::{self, Availability, CheckBrief, FencingMode, Measured, SafetyCounts, Verdict};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -152,23 +151,9 @@ pub struct WorkloadSummary {
     pub in_flight_at_end: u64,
     pub retired_clients: u64,
     pub sections: u64,
-    pub overlaps: u64,
-    /// Without fencing (the plain register).
-    pub lost_updates: u64,
-    pub stale_tokens: u64,
-    /// With fencing: updates lost on the register that refuses stale tokens.
-    pub lost_updates_fenced: u64,
-    /// With fencing: sections whose request was refused (stale or not).
-    pub rejected: u64,
-    /// With fencing: refusals of superseded holders (what fencing is for).
-    #[serde(default)]
-    pub stale_refused: u64,
-    /// With fencing: holders with a valid lease refused because of an earlier token.
-    #[serde(default)]
-    pub legit_refused: u64,
-    /// Sections that entered, lease valid, with a token not above an earlier section's.
-    #[serde(default)]
-    pub token_inversions: u64,
+    /// Overlaps, lost updates, stale tokens, refusals (with `stale_refused` always set).
+    #[serde(flatten)]
+    pub counts: SafetyCounts,
     /// Sections whose holder's lease was already lost when they entered.
     #[serde(default)]
     pub entered_expired: u64,
@@ -236,12 +221,7 @@ impl WorkloadSummary {
             sections: self.sections,
             availability_missing: unchecked.map(str::to_string),
             faults_no_effect: self.faults_no_effect(),
-            overlaps: self.overlaps,
-            lost_updates: self.lost_updates,
-            lost_updates_fenced: self.lost_updates_fenced,
-            rejected: self.rejected,
-            legit_refused: self.legit_refused,
-            token_inversions: self.token_inversions,
+            counts: self.counts.clone(),
             has_tokens,
             checks: self.checks.clone(),
             availability: self.availability.clone(),
@@ -299,15 +279,9 @@ pub struct BackendSummary {
     pub timeseries: Vec<SeriesPoint>,
     pub errors: u64,
     pub timeouts: u64,
-    pub overlaps: u64,
-    pub lost_updates: u64,
-    pub stale_tokens: u64,
-    pub lost_updates_fenced: u64,
-    pub rejected: u64,
-    #[serde(default)]
-    pub legit_refused: u64,
-    #[serde(default)]
-    pub token_inversions: u64,
+    /// Summed over the workloads (without `stale_refused`).
+    #[serde(flatten)]
+    pub counts: SafetyCounts,
     /// Availability during faults, over all workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<Availability>,
@@ -471,176 +445,7 @@ pub fn peak_rss_mb() -> Option<f64> {
     Some((kb / 1024.0 * 10.0).round() / 10.0)
 }
 
-impl WorkloadSummary {
-    pub fn from_phase(p: &PhaseResult) -> Self {
-        let open_loop = p.workload.rate.map(|rate| {
-            let completed = p.totals.acquired + p.totals.timeouts + p.totals.error_count();
-            let scheduled = p.scheduled.unwrap_or(0);
-            let lag = p.schedule_lag.as_ref().map(LagMs::of).unwrap_or_default();
-            OpenLoop {
-                target_rate: rate,
-                scheduled,
-                completed,
-                // More than 5% of due operations never started, or free clients started
-                // them over 10 ms late at p99: the schedule was not kept.
-                behind_schedule: (completed as f64) < scheduled as f64 * 0.95 || lag.p99 > 10.0,
-                schedule_lag_ms: lag,
-                backlog_at_end: p.backlog_at_end.unwrap_or(0),
-                backlog_max: p.timeseries.iter().filter_map(|t| t.backlog).max().unwrap_or(0),
-            }
-        });
-        let r = &p.resource;
-        let round4 = |x: Option<f64>| x.map(crate::judgement::round_share);
-        let acquire = Percentiles::of(&p.totals.acquire);
-        let service = Percentiles::of(&p.totals.service);
-        let wait_timeout_ms = p.workload.wait_timeout.as_millis() as u64;
-        let cost = p.cost.as_ref().map(|(a, b)| crate::cost::per_acquisition(a, b, p.totals.acquired)).unwrap_or_default();
-        let steady = steady::assess(&p.timeseries, p.workload.warmup.as_secs_f64(), &acquire, &service, wait_timeout_ms);
-        WorkloadSummary {
-            name: p.workload.name.clone(),
-            phase_id: p.phase.clone(),
-            clients: p.workload.clients,
-            keys: p.workload.keys,
-            seed: p.workload.seed,
-            warmup_s: p.workload.warmup.as_secs_f64(),
-            measured_s: (p.measured.as_secs_f64() * 1000.0).round() / 1000.0,
-            hold: p.workload.hold.to_string(),
-            duration_s: p.workload.duration.as_secs_f64(),
-            wait_timeout_ms,
-            ttl_ms: p.workload.ttl.as_millis() as u64,
-            think: p.workload.think.to_string(),
-            key_dist: match p.workload.key_dist {
-                crate::workload::KeyDist::Uniform => "uniform".to_string(),
-                crate::workload::KeyDist::Zipf => format!("zipf({})", p.workload.zipf_s),
-            },
-            repeat: 0,
-            settled_after_s: steady.settled_after_s,
-            anomalies: steady.anomalies,
-            ops_per_sec: (p.ops_per_sec() * 10.0).round() / 10.0,
-            acquired: p.totals.acquired,
-            acquire_latency_us: acquire,
-            service_latency_us: service,
-            release_latency_us: Percentiles::of(&p.totals.release),
-            handoff_latency_us: Percentiles::of(&p.totals.handoff),
-            timeout_latency_us: Percentiles::of(&p.totals.timeout_latency),
-            error_latency_us: Percentiles::of(&p.totals.error_latency),
-            fairness_jain: jain(&p.per_client).map(|j| (j * 10000.0).round() / 10000.0),
-            fifo_violations: p.fifo_violations,
-            driver_lag_ms: LagMs::of(&p.driver_lag),
-            open_loop,
-            first_keys: p.first_keys.clone(),
-            timeseries: p.timeseries.clone(),
-            errors: p.totals.error_count(),
-            error_kinds: p.totals.errors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            timeouts: p.totals.timeouts,
-            cancelled: p.totals.cancelled,
-            in_flight_at_end: p.in_flight_at_end,
-            retired_clients: p.retired,
-            sections: r.total.sections,
-            overlaps: r.total.overlaps,
-            lost_updates: r.total.lost_updates,
-            stale_tokens: r.total.stale_tokens,
-            lost_updates_fenced: r.total.lost_updates_fenced,
-            rejected: r.total.rejected,
-            stale_refused: r.total.stale_refused(),
-            legit_refused: r.total.legit_refused,
-            token_inversions: r.total.token_inversions,
-            entered_expired: r.total.entered_expired,
-            exposure: round4(r.exposure()),
-            busiest_key_exposure: round4(r.busiest_key_exposure()),
-            availability: None,
-            checks: Vec::new(),
-            validity: None,
-            verdict: None,
-            nemesis: p.nemesis.clone(),
-            server_cpu_us_per_acq: cost.server_cpu_us,
-            dlbench_cpu_us_per_acq: cost.dlbench_cpu_us,
-            server_counters_per_acq: cost.counters,
-            harness_peak_rss_mb: p.peak_rss_mb,
-        }
-    }
-}
-
-/// A backend's phases folded in as each finishes: the merged totals and driver lag, and each
-/// phase's summary. A long run (a soak's dozens of turns) so holds one set of histograms per
-/// backend instead of every phase's (about 1.2 MB each), and its memory stays flat.
-pub struct BackendAcc {
-    all: Totals,
-    lag: Histogram<u64>,
-    secs: f64,
-    workloads: Vec<WorkloadSummary>,
-    /// Set by `run --properties` once the phases are done.
-    pub properties: Option<Properties>,
-}
-
-impl Default for BackendAcc {
-    fn default() -> Self {
-        BackendAcc { all: Totals::default(), lag: new_histogram(), secs: 0.0, workloads: Vec::new(), properties: None }
-    }
-}
-
-impl BackendAcc {
-    /// Fold in one finished phase, the `repeat`th round of its workload.
-    pub fn add(&mut self, p: &PhaseResult, repeat: u32) {
-        self.all.merge(&p.totals);
-        self.lag.add(&p.driver_lag).expect("same bounds");
-        self.secs += p.measured.as_secs_f64();
-        let mut w = WorkloadSummary::from_phase(p);
-        w.repeat = repeat;
-        self.workloads.push(w);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.workloads.is_empty()
-    }
-
-    pub fn summary(&self, name: &str, capabilities: Option<serde_json::Value>) -> BackendSummary {
-        let (all, workloads) = (&self.all, self.workloads.clone());
-        let fifo: Vec<u64> = workloads.iter().filter_map(|w| w.fifo_violations).collect();
-        BackendSummary {
-            name: name.to_string(),
-            capabilities,
-            connections: None,
-            ops_per_sec: if self.secs > 0.0 { (all.acquired as f64 / self.secs * 10.0).round() / 10.0 } else { 0.0 },
-            acquire_latency_us: Percentiles::of(&all.acquire),
-            release_latency_us: Percentiles::of(&all.release),
-            handoff_latency_us: Percentiles::of(&all.handoff),
-            fairness_jain: workloads.iter().filter_map(|w| w.fairness_jain).reduce(f64::min),
-            fifo_violations: (!fifo.is_empty()).then(|| fifo.iter().sum()),
-            driver_lag_ms: LagMs::of(&self.lag),
-            timeseries: workloads
-                .iter()
-                .flat_map(|w| w.timeseries.iter().map(|p| SeriesPoint { workload: w.name.clone(), point: p.clone() }))
-                .collect(),
-            errors: all.error_count(),
-            timeouts: all.timeouts,
-            overlaps: workloads.iter().map(|w| w.overlaps).sum(),
-            lost_updates: workloads.iter().map(|w| w.lost_updates).sum(),
-            stale_tokens: workloads.iter().map(|w| w.stale_tokens).sum(),
-            lost_updates_fenced: workloads.iter().map(|w| w.lost_updates_fenced).sum(),
-            rejected: workloads.iter().map(|w| w.rejected).sum(),
-            legit_refused: workloads.iter().map(|w| w.legit_refused).sum(),
-            token_inversions: workloads.iter().map(|w| w.token_inversions).sum(),
-            availability: None,
-            validity: None,
-            verdict: None,
-            nemesis: workloads.iter().flat_map(|w| w.nemesis.clone()).collect(),
-            workloads,
-            failure: None,
-            properties: self.properties.clone(),
-        }
-    }
-}
-
 impl BackendSummary {
-    pub fn new(name: &str, capabilities: Option<serde_json::Value>, phases: &[PhaseResult]) -> Self {
-        let mut acc = BackendAcc::default();
-        for p in phases {
-            acc.add(p, 0);
-        }
-        acc.summary(name, capabilities)
-    }
-
     /// Record the connection mode the backend ran with.
     pub fn with_connections(mut self, c: Option<dlbench_core::Connections>) -> Self {
         self.connections = c.map(|c| c.to_string());
@@ -683,12 +488,7 @@ impl BackendSummary {
         // The backend's verdict: every phase's counts and checks; evidence as weak as the
         // weakest phase.
         let m = Measured {
-            overlaps: self.overlaps,
-            lost_updates: self.lost_updates,
-            lost_updates_fenced: self.lost_updates_fenced,
-            rejected: self.rejected,
-            legit_refused: self.legit_refused,
-            token_inversions: self.token_inversions,
+            counts: self.counts.clone(),
             has_tokens,
             sections: self.workloads.iter().map(|w| w.sections).sum(),
             checks: self.workloads.iter().flat_map(|w| w.checks.clone()).collect(),
@@ -706,10 +506,11 @@ impl BackendSummary {
         self.verdict = Some(judgement::verdict(&m, mode));
     }
 
-    pub fn failed(name: &str, why: String) -> Self {
+    /// A backend with nothing measured (yet): every figure zero or absent.
+    pub fn empty(name: &str, capabilities: Option<serde_json::Value>) -> Self {
         BackendSummary {
             name: name.to_string(),
-            capabilities: None,
+            capabilities,
             connections: None,
             ops_per_sec: 0.0,
             acquire_latency_us: Percentiles::default(),
@@ -721,21 +522,19 @@ impl BackendSummary {
             timeseries: Vec::new(),
             errors: 0,
             timeouts: 0,
-            overlaps: 0,
-            lost_updates: 0,
-            stale_tokens: 0,
-            lost_updates_fenced: 0,
-            rejected: 0,
-            legit_refused: 0,
-            token_inversions: 0,
+            counts: SafetyCounts::default(),
             availability: None,
             validity: None,
             verdict: None,
             nemesis: Vec::new(),
             workloads: Vec::new(),
-            failure: Some(why),
+            failure: None,
             properties: None,
         }
+    }
+
+    pub fn failed(name: &str, why: String) -> Self {
+        BackendSummary { failure: Some(why), ..BackendSummary::empty(name, None) }
     }
 }
 

@@ -72,24 +72,7 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
     let acquired: u64 = window.iter().map(|p| p.ok).sum();
 
     if acquired > 0 {
-        let zero: Vec<u32> = window.iter().filter(|p| p.ok == 0).map(|p| p.t).collect();
-        if !zero.is_empty() {
-            out.anomalies.push(flag(
-                "zero-seconds",
-                format!("{} second(s) with no acquisition (t = {} s from the phase start)", zero.len(), zero.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")),
-            ));
-        }
-        let mut run = 0u64;
-        let mut longest = 0u64;
-        for p in &window {
-            run = if p.ok == 0 { run + 1 } else { 0 };
-            longest = longest.max(run);
-        }
-        if wait_timeout_ms > 0 && longest * 1000 > wait_timeout_ms {
-            out.anomalies.push(flag("stall", format!("{longest} s in a row without an acquisition, longer than the wait timeout ({wait_timeout_ms} ms)")));
-        } else if wait_timeout_ms > 0 && service.max > wait_timeout_ms * 1000 + wait_timeout_ms * 100 + 50_000 {
-            out.anomalies.push(flag("stall", format!("a call waited {}, longer than the wait timeout ({wait_timeout_ms} ms)", fmt_ms(service.max))));
-        }
+        out.anomalies.extend(idle_flags(&window, service, wait_timeout_ms));
     }
     if acquire.count > 0 && acquire.max > MAX_FLOOR_US && acquire.max as f64 > acquire.p99 as f64 * MAX_OVER_P99 {
         out.anomalies.push(flag(
@@ -102,11 +85,42 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
         out.settled_after_s = if acquired == 0 { None } else { Some(0.0) };
         return out;
     }
+    settling(&rates, &mut out);
+    out
+}
+
+/// `zero-seconds` and `stall`, for a window that acquired something.
+fn idle_flags(window: &[&TimePoint], service: &Percentiles, wait_timeout_ms: u64) -> Vec<Anomaly> {
+    let mut flags = Vec::new();
+    let zero: Vec<u32> = window.iter().filter(|p| p.ok == 0).map(|p| p.t).collect();
+    if !zero.is_empty() {
+        flags.push(flag(
+            "zero-seconds",
+            format!("{} second(s) with no acquisition (t = {} s from the phase start)", zero.len(), zero.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")),
+        ));
+    }
+    let mut run = 0u64;
+    let mut longest = 0u64;
+    for p in window {
+        run = if p.ok == 0 { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    if wait_timeout_ms > 0 && longest * 1000 > wait_timeout_ms {
+        flags.push(flag("stall", format!("{longest} s in a row without an acquisition, longer than the wait timeout ({wait_timeout_ms} ms)")));
+    } else if wait_timeout_ms > 0 && service.max > wait_timeout_ms * 1000 + wait_timeout_ms * 100 + 50_000 {
+        flags.push(flag("stall", format!("a call waited {}, longer than the wait timeout ({wait_timeout_ms} ms)", fmt_ms(service.max))));
+    }
+    flags
+}
+
+/// When the rate settled, and the `unsettled` / `never-settled` flag: for a window of at
+/// least [`MIN_SECONDS_TO_SLOW_START`] full seconds that acquired something.
+fn settling(rates: &[f64], out: &mut Assessment) {
     // A slow start: leading seconds under SLOW_START of the window's median. It needs only
     // a few seconds, so the default run's 5-second phases are judged too (the 3-second-mean
     // test below needs MIN_SECONDS_TO_JUDGE, and its second-half median is easily moved by
     // one noisy second of a short window).
-    let mut sorted = rates.clone();
+    let mut sorted = rates.to_vec();
     sorted.sort_by(|a, b| a.total_cmp(b));
     let whole = sorted[sorted.len() / 2];
     let lead = rates.iter().take_while(|&&r| r < SLOW_START * whole).count();
@@ -119,7 +133,7 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
                 format!("the first {lead} s of the measured window ran under {:.0}% of its median rate ({whole:.0}/s); those seconds are in the figures: raise --warmup", SLOW_START * 100.0),
             ));
         }
-        return out;
+        return;
     }
     let mut tail: Vec<f64> = rates[rates.len() / 2..].to_vec();
     tail.sort_by(|a, b| a.total_cmp(b));
@@ -148,7 +162,6 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
             ));
         }
     }
-    out
 }
 
 #[cfg(test)]

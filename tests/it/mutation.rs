@@ -14,7 +14,6 @@ use async_trait::async_trait;
 use dlbench::checker::Validity;
 use dlbench::driver::{run_phase, PhaseOutputs};
 use dlbench::history::HistoryWriter;
-use dlbench::summary::BackendSummary;
 use dlbench::judgement::{FencingMode, Verdict};
 use dlbench::workload::{Dist, Workload};
 use dlbench_core::{AcquireOptions, Backend, Capabilities, DistLock, FencingToken, Lease, LeaseHandle, LockError, LostSignal};
@@ -223,7 +222,7 @@ async fn judge(m: Mutation, w: &str, mode: FencingMode) -> Judged {
     let phase = run_phase(backend.clone(), &w, "mutation", &CancellationToken::new(), out).await.unwrap();
     history.close().unwrap();
     let verdicts = dlbench::checker::check_file(&path).unwrap();
-    let mut b = BackendSummary::new("mutant", serde_json::to_value(backend.capabilities()).ok(), &[phase]);
+    let mut b = dlbench::summarize::backend("mutant", serde_json::to_value(backend.capabilities()).ok(), &[phase]);
     b.attach_checks(&verdicts, mode);
     let _ = std::fs::remove_dir_all(&dir);
     let checks = b.workloads[0].checks.iter().map(|c| (c.checker.clone(), c.valid, c.message.clone())).collect();
@@ -350,7 +349,7 @@ async fn a_missing_segment_does_not_shift_another_phases_checks() {
     assert_eq!(verdicts[1].valid, Validity::Invalid, "the second phase grants twice");
     verdicts.remove(0);
     let caps = MemoryBackend::new().capabilities();
-    let mut b = BackendSummary::new("mutant", serde_json::to_value(caps).ok(), &phases);
+    let mut b = dlbench::summarize::backend("mutant", serde_json::to_value(caps).ok(), &phases);
     b.attach_checks(&verdicts, FencingMode::Off);
     let (first, second) = (&b.workloads[0], &b.workloads[1]);
     assert!(first.checks.is_empty(), "the first phase has no segment, so no checks: {:?}", first.checks);

@@ -58,7 +58,7 @@ fn what_users_hit_is_a_grid_with_links() {
 
 fn summary(target: &str, server: Option<f64>) -> Summary {
     let mut s = Summary::begin("r", target, FencingMode::Both, vec![]);
-    let mut b = BackendSummary::new("redis", None, &[]);
+    let mut b = BackendSummary::empty("redis", None);
     b.workloads = vec![row(1, 1000.0, 1000, server), row(2, 1900.0, 1100, server), row(4, 2000.0, 3000, server)];
     s.backends.push(b);
     s
@@ -86,7 +86,7 @@ fn the_scaling_table_marks_the_knee() {
 fn the_table_groups_designs_by_family_in_any_run_order() {
     let mut s = Summary::begin("r", "local", FencingMode::Both, vec![]);
     for name in ["etcd", "redis", "pg-advisory", "zookeeper", "postgres"] {
-        let mut b = BackendSummary::new(name, None, &[]);
+        let mut b = BackendSummary::empty(name, None);
         b.workloads = vec![row(8, 100.0, 1000, None)];
         s.backends.push(b);
     }

@@ -1,0 +1,78 @@
+//! What a verdict is made of: the checkers' answers in brief and the measurements
+//! ([`Measured`]) the model hands the judgement.
+
+use serde::{Deserialize, Serialize};
+
+use crate::checker::{SegmentVerdict, Validity};
+
+use super::Availability;
+
+/// A checker's answer without its evidence (that is in `checks.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CheckBrief {
+    pub checker: String,
+    pub valid: Validity,
+    pub message: String,
+}
+
+pub fn briefs(v: &SegmentVerdict) -> Vec<CheckBrief> {
+    v.results.iter().map(|r| CheckBrief { checker: r.checker.clone(), valid: r.valid, message: r.message.clone() }).collect()
+}
+
+/// The protected resource's safety counts, declared once: a phase's and a backend's summary
+/// embed them (flattened, so `summary.json` keeps its fields where they were) and a verdict
+/// is made of them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SafetyCounts {
+    /// Sections that entered while another holder of the key was inside.
+    pub overlaps: u64,
+    /// Without fencing (the plain register).
+    pub lost_updates: u64,
+    /// Sections that presented a stale token.
+    pub stale_tokens: u64,
+    /// With fencing: updates lost on the register that refuses stale tokens.
+    pub lost_updates_fenced: u64,
+    /// With fencing: sections whose request was refused (stale or not).
+    pub rejected: u64,
+    /// With fencing: refusals of superseded holders (what fencing is for). A phase's only:
+    /// a backend's summary has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_refused: Option<u64>,
+    /// With fencing: holders with a valid lease refused because of an earlier token.
+    #[serde(default)]
+    pub legit_refused: u64,
+    /// Sections that entered, lease valid, with a token not above an earlier section's.
+    #[serde(default)]
+    pub token_inversions: u64,
+}
+
+/// The measurements a verdict is made of.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    pub counts: SafetyCounts,
+    pub has_tokens: bool,
+    /// Critical sections entered at the protected resource (its counts are exact).
+    pub sections: u64,
+    /// Every checker's answer, over every phase.
+    pub checks: Vec<CheckBrief>,
+    /// From the availability checker, only when faults took effect and a history was kept.
+    pub availability: Option<Availability>,
+    /// Why availability was not measured, when it was not.
+    pub availability_missing: Option<String>,
+    /// `CP` or `AP`, from the backend's capabilities.
+    pub claimed: String,
+    /// Faults of the service that took effect (started, and not shown to have done nothing).
+    pub faults_applied: Vec<String>,
+    /// Faults the target could not apply.
+    pub faults_skipped: Vec<String>,
+    /// Faults that started but were shown to do nothing (a cut that dropped no traffic).
+    pub faults_no_effect: Vec<String>,
+    /// Mean over keys of the fraction of wall time some holder was inside.
+    pub exposure: Option<f64>,
+}
+
+impl Measured {
+    pub(super) fn worst(&self, names: &[&str]) -> Option<Validity> {
+        self.checks.iter().filter(|c| names.contains(&c.checker.as_str())).map(|c| c.valid).max()
+    }
+}
