@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{judge_entry, run_entry, table, target_options, ScenarioOutcome};
+use super::{judge_entry, run_entry, table, target_options, EntryResult, ScenarioOutcome};
 use crate::catalogue::{find, CATALOGUE};
 use crate::checker::SegmentVerdict;
 use crate::history::HistoryWriter;
@@ -99,56 +99,84 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
         let healed = target.wait_healthy(*kind).await.is_ok() && target.net().is_none_or(|n| n.is_healed());
         match r {
             Ok(mut r) => {
-                // The measurements and their evidence are written as each entry ends.
-                if !r.hits.is_empty() {
-                    std::fs::create_dir_all(dir.path.join("evidence"))?;
-                }
-                for (mut hit, evidence) in r.hits.drain(..) {
-                    let slug: String = format!("{}-{}-{}", hit.entry, hit.backend, hit.case)
-                        .chars()
-                        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
-                        .collect::<String>()
-                        .trim_end_matches('-')
-                        .to_string();
-                    hit.evidence = format!("evidence/{slug}.json");
-                    if let Err(e) = dir.write_json(&hit.evidence, &evidence) {
-                        hit.notes.push(format!("the evidence could not be written: {e:#}"));
-                    }
-                    hit.ok = hit.ok && healed;
-                    summary.hits.push(hit);
-                }
-                dir.write_json("summary.json", &summary)?;
+                keep_hits(&dir, &mut summary, std::mem::take(&mut r.hits), healed)?;
                 done.push((*id, *kind, r.capabilities.fencing, r, healed))
             }
             Err(e) => {
                 eprintln!("dlbench: {id} on {kind} could not run: {e:#}");
-                summary.scenarios.push(ScenarioOutcome {
-                    scenario: id.to_string(),
-                    case: String::new(),
-                    backend: kind.name().into(),
-                    title: find(id).unwrap().title.into(),
-                    fencing: "off".into(),
-                    expected: super::Expect::NoViolation,
-                    observed: format!("did not run: {e:#}"),
-                    ok: false,
-                    overlaps: 0,
-                    lost_updates: 0,
-                    rejected: 0,
-                    availability: None,
-                    notes: Vec::new(),
-                    healed,
-                    published: None,
-                    source: None,
-                });
+                summary.scenarios.push(did_not_run(id, *kind, &e, healed));
             }
         }
     }
     drop(target);
     history.close()?;
     let verdicts: Vec<SegmentVerdict> = crate::checker::check_file(&history_path)?;
-    // Summaries per backend from every phase the entries ran, then the judgement.
+    summary.backends = backend_summaries(&kinds, &done);
+    summary.attach_checks(&verdicts, FencingMode::Both);
+    for (id, kind, tokens, r, healed) in &done {
+        let avail: Vec<Option<Availability>> = r.phases.iter().map(|p| availability(&verdicts, *kind, p)).collect();
+        summary.scenarios.extend(judge_entry(id, *kind, *tokens, &r.observed, &avail, *healed));
+    }
+    summary.finish(!cancel.is_cancelled());
+    dir.write_json("summary.json", &summary)?;
+    dir.write_json("checks.json", &verdicts)?;
+    if let Err(e) = crate::report::render(&dir.path) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
+    Ok(print_end(&summary, &dir))
+}
+
+/// An entry's measurements, each with its evidence written as the entry ends (under
+/// `evidence/`), into the summary, which is written again.
+fn keep_hits(dir: &RunDir, summary: &mut Summary, hits: Vec<super::users::Measurement>, healed: bool) -> anyhow::Result<()> {
+    if !hits.is_empty() {
+        std::fs::create_dir_all(dir.path.join("evidence"))?;
+    }
+    for (mut hit, evidence) in hits {
+        let slug: String = format!("{}-{}-{}", hit.entry, hit.backend, hit.case)
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+            .collect::<String>()
+            .trim_end_matches('-')
+            .to_string();
+        hit.evidence = format!("evidence/{slug}.json");
+        if let Err(e) = dir.write_json(&hit.evidence, &evidence) {
+            hit.notes.push(format!("the evidence could not be written: {e:#}"));
+        }
+        hit.ok = hit.ok && healed;
+        summary.hits.push(hit);
+    }
+    dir.write_json("summary.json", summary)?;
+    Ok(())
+}
+
+/// The row of an entry that could not run.
+fn did_not_run(id: &str, kind: BackendKind, e: &anyhow::Error, healed: bool) -> ScenarioOutcome {
+    ScenarioOutcome {
+        scenario: id.to_string(),
+        case: String::new(),
+        backend: kind.name().into(),
+        title: find(id).unwrap().title.into(),
+        fencing: "off".into(),
+        expected: super::Expect::NoViolation,
+        observed: format!("did not run: {e:#}"),
+        ok: false,
+        overlaps: 0,
+        lost_updates: 0,
+        rejected: 0,
+        availability: None,
+        notes: Vec::new(),
+        healed,
+        published: None,
+        source: None,
+    }
+}
+
+/// Summaries per backend from every phase the entries ran (the judgement comes with the
+/// checks).
+fn backend_summaries(kinds: &[BackendKind], done: &[(&str, BackendKind, bool, EntryResult, bool)]) -> Vec<BackendSummary> {
     let mut backends: Vec<BackendSummary> = Vec::new();
-    for kind in &kinds {
+    for kind in kinds {
         let phases: Vec<&crate::phase::PhaseResult> =
             done.iter().filter(|d| d.1 == *kind).flat_map(|d| d.3.phases.iter()).collect();
         if phases.is_empty() {
@@ -158,28 +186,20 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
         let caps = done.iter().find(|d| d.1 == *kind).and_then(|d| serde_json::to_value(d.3.capabilities).ok());
         backends.push(crate::summarize::backend(kind.name(), caps, &owned));
     }
-    summary.backends = backends;
-    summary.attach_checks(&verdicts, FencingMode::Both);
-    for (id, kind, tokens, r, healed) in &done {
-        let avail: Vec<Option<Availability>> = r
-            .phases
-            .iter()
-            .map(|p| {
-                verdicts
-                    .iter()
-                    .find(|v| v.backend == kind.name() && v.workload == p.workload.name)
-                    .and_then(|v| v.results.iter().find(|c| c.checker == "availability"))
-                    .and_then(Availability::from_check)
-            })
-            .collect();
-        summary.scenarios.extend(judge_entry(id, *kind, *tokens, &r.observed, &avail, *healed));
-    }
-    summary.finish(!cancel.is_cancelled());
-    dir.write_json("summary.json", &summary)?;
-    dir.write_json("checks.json", &verdicts)?;
-    if let Err(e) = crate::report::render(&dir.path) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
+    backends
+}
+
+/// The availability check of phase `p` on `kind`, if the checker made one.
+fn availability(verdicts: &[SegmentVerdict], kind: BackendKind, p: &crate::phase::PhaseResult) -> Option<Availability> {
+    verdicts
+        .iter()
+        .find(|v| v.backend == kind.name() && v.workload == p.workload.name)
+        .and_then(|v| v.results.iter().find(|c| c.checker == "availability"))
+        .and_then(Availability::from_check)
+}
+
+/// Print the tables, the result path and every contradiction; the exit status.
+fn print_end(summary: &Summary, dir: &RunDir) -> i32 {
     if !summary.scenarios.is_empty() {
         println!("{}", table(&summary.scenarios));
     }
@@ -209,7 +229,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
         eprintln!("dlbench: {unmeasured} measurement(s) without evidence or against their expectation (the table's NO rows)");
     }
     if contradictions + unmeasured > 0 {
-        return Ok(1);
+        return 1;
     }
-    Ok(if summary.complete { 0 } else { 130 })
+    if summary.complete { 0 } else { 130 }
 }

@@ -24,9 +24,9 @@ mod erosion;
 mod herd;
 mod keepalive;
 mod notice;
+pub mod pgbouncer;
 mod slow_grant;
 mod starved;
-pub mod pgbouncer;
 
 /// A hit and its evidence (written by the command next to summary.json).
 pub type Measurement = (Hit, Value);
@@ -153,11 +153,6 @@ pub async fn run(ctx: &Ctx, id: &str, sizes: &Sizes) -> anyhow::Result<Vec<Measu
                 hits.push(notice::notice(ctx, loss).await?);
             }
         }
-        "U6" => {
-            for (case, mode, xact, trouble) in pgbouncer::poolings(ctx.kind) {
-                hits.push(pgbouncer::pgbouncer(ctx, case, mode, xact, trouble).await?);
-            }
-        }
         "U2" => {
             for (case, how) in starved::STARVES {
                 hits.push(starved::starved_holder(ctx, case, how).await?);
@@ -172,6 +167,11 @@ pub async fn run(ctx: &Ctx, id: &str, sizes: &Sizes) -> anyhow::Result<Vec<Measu
         "U5" => {
             for (case, delay) in slow_grant::SLOW_REPLIES {
                 hits.push(slow_grant::slow_grant(ctx, case, delay).await?);
+            }
+        }
+        "U6" => {
+            for (case, mode, xact, trouble) in pgbouncer::poolings(ctx.kind) {
+                hits.push(pgbouncer::pgbouncer(ctx, case, mode, xact, trouble).await?);
             }
         }
         "U7" => hits.push(herd::herd(ctx, &sizes.waiters).await?),
