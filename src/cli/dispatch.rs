@@ -78,7 +78,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 out: a.out,
                 sizes: crate::scenario::users::Sizes { waiters: a.waiters, locks: a.locks as usize },
             };
-            crate::scenario::command::command(args, cancel).await
+            Ok(crate::scenario::command::command(args, cancel).await?.map_or(130, |(summary, dir)| output::scenarios(&summary, &dir)))
         }
         Command::DelayNode(a) => Ok(tokio::task::spawn_blocking(move || crate::nemesis::nfdelay::run(a.delay, a.max)).await??),
         Command::Lock(a) => lock(a).await,

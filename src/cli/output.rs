@@ -1,6 +1,6 @@
 //! The one place a finished command is rendered and printed, and its exit status decided:
 //! producers return their result (`run::Finished`, `calibrate::Calibrated`, `compare::Comparison`,
-//! the merged shards' summary),
+//! the merged shards' and the scenarios' summaries),
 //! this prints it.
 
 use std::path::Path;
@@ -91,4 +91,44 @@ pub(super) fn merged(summary: &crate::summary::Summary, dir: &Path, fail_on_viol
     } else {
         0
     }
+}
+
+/// Scenarios: the report, the tables, the result path and every contradiction; exit 1 on a
+/// contradiction or a measurement without evidence, 130 when cut short.
+pub(super) fn scenarios(summary: &crate::summary::Summary, dir: &Path) -> i32 {
+    if let Err(e) = crate::report::render(dir) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
+    if !summary.scenarios.is_empty() {
+        println!("{}", crate::scenario::table(&summary.scenarios));
+    }
+    if !summary.hits.is_empty() {
+        println!("{}", crate::report::text::hits_terminal(&summary.hits));
+    }
+    println!("results: {}", dir.join("summary.json").display());
+    let contradictions = summary.scenarios.iter().filter(|o| !o.ok).count();
+    let unmeasured = summary.hits.iter().filter(|h| !h.ok).count();
+    if contradictions > 0 {
+        eprintln!("dlbench: {contradictions} observation(s) contradict the catalogue's expectation:");
+        // Named one per line, so a long log cut in the middle still says which.
+        for o in summary.scenarios.iter().filter(|o| !o.ok) {
+            let case = if o.case.is_empty() { String::new() } else { format!(" ({})", o.case) };
+            eprintln!(
+                "  {} {}{case} fencing {}: expected {}, observed {}{}",
+                o.scenario,
+                o.backend,
+                o.fencing,
+                o.expected,
+                o.observed,
+                if o.notes.is_empty() { String::new() } else { format!("; {}", o.notes.join("; ")) }
+            );
+        }
+    }
+    if unmeasured > 0 {
+        eprintln!("dlbench: {unmeasured} measurement(s) without evidence or against their expectation (the table's NO rows)");
+    }
+    if contradictions + unmeasured > 0 {
+        return 1;
+    }
+    if summary.complete { 0 } else { 130 }
 }

@@ -1,5 +1,6 @@
-//! `dlbench scenario ID[,ID] --backends B|all`: run catalogue entries, print observed
-//! against expected, write a result set, exit non-zero on a contradiction.
+//! `dlbench scenario ID[,ID] --backends B|all`: run catalogue entries, judge observed
+//! against expected, write a result set and return it (the command line prints it and exits
+//! non-zero on a contradiction: `cli/output.rs`).
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{judge_entry, run_entry, table, target_options, EntryResult, ScenarioOutcome};
+use super::{judge_entry, run_entry, target_options, EntryResult, ScenarioOutcome};
 use crate::catalogue::{find, CATALOGUE};
 use crate::checker::SegmentVerdict;
 use crate::history::HistoryWriter;
@@ -59,7 +60,9 @@ pub fn plan(ids: &str, backends: &str) -> anyhow::Result<(Vec<(&'static str, Bac
     Ok((pairs, skipped))
 }
 
-pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
+/// Run the entries; their summary and result directory, or `None` when interrupted before the
+/// servers were up.
+pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Result<Option<(Summary, PathBuf)>> {
     let (mut pairs, mut skipped) = plan(&a.ids, &a.backends)?;
     // U6 needs PgBouncer: said before anything starts, and the rest still runs.
     if pairs.iter().any(|(id, _)| *id == "U6") && super::users::pgbouncer::pgbouncer_bin().is_none() {
@@ -84,7 +87,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     eprintln!("dlbench: starting local servers for {}", names(&kinds));
     let target = tokio::select! {
         t = LocalTarget::start(&dir.path, &kinds, target_options(&ids)) => Arc::new(t?),
-        _ = cancel.cancelled() => return Ok(130),
+        _ = cancel.cancelled() => return Ok(None),
     };
     summary.versions = target.versions().await;
     let groups = Arc::new(AtomicU32::new(0));
@@ -120,10 +123,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     summary.finish(!cancel.is_cancelled());
     dir.write_json("summary.json", &summary)?;
     dir.write_json("checks.json", &verdicts)?;
-    if let Err(e) = crate::report::render(&dir.path) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
-    Ok(print_end(&summary, &dir))
+    Ok(Some((summary, dir.path.clone())))
 }
 
 /// An entry's measurements, each with its evidence written as the entry ends (under
@@ -198,38 +198,3 @@ fn availability(verdicts: &[SegmentVerdict], kind: BackendKind, p: &crate::phase
         .and_then(Availability::from_check)
 }
 
-/// Print the tables, the result path and every contradiction; the exit status.
-fn print_end(summary: &Summary, dir: &RunDir) -> i32 {
-    if !summary.scenarios.is_empty() {
-        println!("{}", table(&summary.scenarios));
-    }
-    if !summary.hits.is_empty() {
-        println!("{}", crate::report::text::hits_terminal(&summary.hits));
-    }
-    println!("results: {}", dir.path.join("summary.json").display());
-    let contradictions = summary.scenarios.iter().filter(|o| !o.ok).count();
-    let unmeasured = summary.hits.iter().filter(|h| !h.ok).count();
-    if contradictions > 0 {
-        eprintln!("dlbench: {contradictions} observation(s) contradict the catalogue's expectation:");
-        // Named one per line, so a long log cut in the middle still says which.
-        for o in summary.scenarios.iter().filter(|o| !o.ok) {
-            let case = if o.case.is_empty() { String::new() } else { format!(" ({})", o.case) };
-            eprintln!(
-                "  {} {}{case} fencing {}: expected {}, observed {}{}",
-                o.scenario,
-                o.backend,
-                o.fencing,
-                o.expected,
-                o.observed,
-                if o.notes.is_empty() { String::new() } else { format!("; {}", o.notes.join("; ")) }
-            );
-        }
-    }
-    if unmeasured > 0 {
-        eprintln!("dlbench: {unmeasured} measurement(s) without evidence or against their expectation (the table's NO rows)");
-    }
-    if contradictions + unmeasured > 0 {
-        return 1;
-    }
-    if summary.complete { 0 } else { 130 }
-}
