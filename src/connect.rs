@@ -165,17 +165,7 @@ async fn mariadb(
     tls: Option<dlbench_core::TlsPem>,
     connections: Connections,
 ) -> Result<Arc<dyn Backend>, LockError> {
-    let mut c = dlbench_mariadb::MariaConfig::new(s.endpoints[0].clone());
-    c.connect_timeout = t.connect;
-    c.request_timeout = t.request;
-    if let Some(u) = &s.user {
-        c.user = u.clone();
-    }
-    if let Some(d) = &s.database {
-        c.database = d.clone();
-    }
-    c.password = pw;
-    c.tls = tls;
+    let c: dlbench_mariadb::MariaConfig = sql_config(s, t, pw, tls);
     Ok(if kind == BackendKind::Mariadb {
         Arc::new(dlbench_mariadb::TableBackend::connect_with(c, connections).await?)
     } else {
@@ -186,7 +176,12 @@ async fn mariadb(
 
 /// The PostgreSQL client settings of a `[postgres]` section.
 fn pg_config(s: &Section, t: Timeouts, pw: Option<String>, tls: Option<dlbench_core::TlsPem>) -> dlbench_postgres::PgConfig {
-    let mut c = dlbench_postgres::PgConfig::new(s.endpoints[0].clone());
+    sql_config(s, t, pw, tls)
+}
+
+/// The SQL client settings of a `[postgres]` or `[mariadb]` section, in either dialect.
+fn sql_config<D: dlbench_sql::Dialect>(s: &Section, t: Timeouts, pw: Option<String>, tls: Option<dlbench_core::TlsPem>) -> dlbench_sql::SqlConfig<D> {
+    let mut c = dlbench_sql::SqlConfig::<D>::new(s.endpoints[0].clone());
     c.connect_timeout = t.connect;
     c.request_timeout = t.request;
     if let Some(u) = &s.user {
