@@ -46,6 +46,40 @@ pub struct SafetyCounts {
     pub token_inversions: u64,
 }
 
+impl SafetyCounts {
+    /// A phase's counts, from the protected resource's own (`dlbench_core::CellStats`, which
+    /// also counts what the verdict does not use: sections, writes, expired entries). The one
+    /// place the resource's counters become the model's.
+    pub fn of_phase(c: &dlbench_core::CellStats) -> SafetyCounts {
+        SafetyCounts {
+            overlaps: c.overlaps,
+            lost_updates: c.lost_updates,
+            stale_tokens: c.stale_tokens,
+            lost_updates_fenced: c.lost_updates_fenced,
+            rejected: c.rejected,
+            stale_refused: Some(c.stale_refused()),
+            legit_refused: c.legit_refused,
+            token_inversions: c.token_inversions,
+        }
+    }
+}
+
+/// A backend's counts: its phases' added up (without `stale_refused`, a phase's only).
+impl<'a> std::iter::Sum<&'a SafetyCounts> for SafetyCounts {
+    fn sum<I: Iterator<Item = &'a SafetyCounts>>(iter: I) -> SafetyCounts {
+        iter.fold(SafetyCounts::default(), |t, c| SafetyCounts {
+            overlaps: t.overlaps + c.overlaps,
+            lost_updates: t.lost_updates + c.lost_updates,
+            stale_tokens: t.stale_tokens + c.stale_tokens,
+            lost_updates_fenced: t.lost_updates_fenced + c.lost_updates_fenced,
+            rejected: t.rejected + c.rejected,
+            stale_refused: None,
+            legit_refused: t.legit_refused + c.legit_refused,
+            token_inversions: t.token_inversions + c.token_inversions,
+        })
+    }
+}
+
 /// The measurements a verdict is made of.
 #[derive(Debug, Clone, Default)]
 pub struct Measured {

@@ -158,3 +158,39 @@ fn availability_is_judged_against_the_rate_without_faults() {
     assert_eq!(stalled.label(), "unavailable", "{stalled:?}");
     assert_eq!(Availability::combine([&a(5, 5000, 0, 10000)]).unwrap().label(), "unknown");
 }
+
+/// The resource's counters reach the model field by field (each a distinct value, so a
+/// swapped pair shows), and a backend's counts are its phases' added up, without the
+/// phase-only `stale_refused`.
+#[test]
+fn safety_counts_come_from_the_resource_and_add_up() {
+    let c = dlbench_core::CellStats {
+        sections: 100,
+        overlaps: 1,
+        lost_updates: 2,
+        lost_updates_fenced: 3,
+        stale_tokens: 4,
+        rejected: 9,
+        legit_refused: 5,
+        token_inversions: 6,
+        entered_expired: 7,
+        writes: 8,
+    };
+    let p = SafetyCounts::of_phase(&c);
+    let want = SafetyCounts {
+        overlaps: 1,
+        lost_updates: 2,
+        stale_tokens: 4,
+        lost_updates_fenced: 3,
+        rejected: 9,
+        stale_refused: Some(4),
+        legit_refused: 5,
+        token_inversions: 6,
+    };
+    assert_eq!(p, want);
+    let total: SafetyCounts = [p.clone(), p].iter().sum();
+    assert_eq!(
+        total,
+        SafetyCounts { overlaps: 2, lost_updates: 4, stale_tokens: 8, lost_updates_fenced: 6, rejected: 18, stale_refused: None, legit_refused: 10, token_inversions: 12 }
+    );
+}
