@@ -13,9 +13,7 @@ use crate::run::Finished;
 /// convention) unless `--no-fail-on-violation`.
 pub(super) fn run_finished(f: &Finished) -> i32 {
     let summary = &f.summary;
-    if let Err(e) = crate::report::render(&f.dir) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
+    write_report(&f.dir);
     println!("{}", crate::report::text::table(summary));
     if summary.backends.iter().any(|b| b.properties.is_some()) {
         println!("{}", crate::report::text::properties_table(summary));
@@ -55,9 +53,7 @@ pub(super) fn run_finished(f: &Finished) -> i32 {
 
 /// Calibrate measured and wrote summary.json; its report and table are rendered here.
 pub(super) fn calibrated(done: &crate::calibrate::Calibrated) -> i32 {
-    if let Err(e) = crate::report::render(&done.run_dir) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
+    write_report(&done.run_dir);
     println!("{}", crate::report::text::calibration_markdown(&done.calibration));
     println!("results: {}", done.run_dir.join("summary.json").display());
     done.code
@@ -80,9 +76,7 @@ pub(super) fn compared(c: &crate::compare::Comparison, json: Option<&Path>, mark
 /// The merged shards: the report, the table and the shards' own table; the worst verdict's
 /// exit status unless `--no-fail-on-violation`.
 pub(super) fn merged(summary: &crate::summary::Summary, dir: &Path, fail_on_violation: bool) -> i32 {
-    if let Err(e) = crate::report::render(dir) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
+    write_report(dir);
     println!("{}", crate::report::text::table(summary));
     println!("{}", crate::report::text::shard_markdown(summary));
     println!("results: {}", dir.join("summary.json").display());
@@ -96,9 +90,7 @@ pub(super) fn merged(summary: &crate::summary::Summary, dir: &Path, fail_on_viol
 /// Scenarios: the report, the tables, the result path and every contradiction; exit 1 on a
 /// contradiction or a measurement without evidence, 130 when cut short.
 pub(super) fn scenarios(summary: &crate::summary::Summary, dir: &Path) -> i32 {
-    if let Err(e) = crate::report::render(dir) {
-        eprintln!("dlbench: the report could not be written: {e:#}");
-    }
+    write_report(dir);
     if !summary.scenarios.is_empty() {
         println!("{}", crate::scenario::table(&summary.scenarios));
     }
@@ -131,4 +123,12 @@ pub(super) fn scenarios(summary: &crate::summary::Summary, dir: &Path) -> i32 {
         return 1;
     }
     if summary.complete { 0 } else { 130 }
+}
+
+/// summary.md and report.html beside the summary.json a command wrote. A report that cannot
+/// be written is said, and does not change the exit status: the results are already on disk.
+fn write_report(dir: &Path) {
+    if let Err(e) = crate::report::render(dir) {
+        eprintln!("dlbench: the report could not be written: {e:#}");
+    }
 }

@@ -129,7 +129,6 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<Opt
     if plan.properties {
         properties(&ctx, &mut done).await?;
     }
-    drop(ctx);
     for d in done.iter().filter(|d| !d.2.is_empty()) {
         summary.backends.push(backend_summary(d.0, &*d.1, &d.2));
     }
