@@ -51,6 +51,7 @@ pub mod summarize;
 pub mod summary;
 pub mod synthetic;
 pub mod timescale;
+pub mod trend;
 pub mod up;
 pub mod util;
 pub mod judgement;

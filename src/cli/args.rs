@@ -76,6 +76,17 @@ pub(crate) enum Command {
     /// differ in plan, backends, target, completeness or machine are refused (exit 2).
     #[command(after_long_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
+    /// Each metric across a series of result sets, in order, and where compare flags a change.
+    ///
+    /// DIRs are result sets (or directories of runs pooled as repeats, as for compare), one per
+    /// commit, oldest first. Writes one self-contained page (trend.html: per backend, workload
+    /// and metric the median at each point, its spread over the repeats, and a ring where
+    /// `dlbench compare PREVIOUS THIS` flags a regression or an improvement) and prints each
+    /// step's conclusion. The flags are compare's own judgement of every consecutive pair, with
+    /// the same --threshold. Exit 0 when the page is written, whatever it shows; 2 when a DIR
+    /// cannot be read.
+    #[command(after_long_help = TREND_EXAMPLES)]
+    Trend(TrendArgs),
     /// Print the JSON Schema of summary.json.
     ///
     /// The repository commits it as schema/summary.schema.json.
@@ -132,6 +143,27 @@ pub(crate) struct DelayNodeArgs {
 pub(crate) struct ReportArgs {
     /// A run directory (results/<run-id>, or results/latest).
     pub(crate) run_dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct TrendArgs {
+    /// The result sets in order, oldest first (at least two): run directories, summary.json
+    /// files, or directories of runs pooled as repeats.
+    #[arg(required = true, num_args = 2..)]
+    pub(crate) dirs: Vec<PathBuf>,
+    /// Where to write the page.
+    #[arg(long, default_value = "trend.html")]
+    pub(crate) html: PathBuf,
+    /// Also write the trend (points, steps with compare's flags, series) as JSON to this file.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+    /// Override a threshold, METRIC=PERCENT (repeatable), as for compare.
+    #[arg(long = "threshold")]
+    pub(crate) thresholds: Vec<String>,
+    /// Compare consecutive sets even when they differ in plan, backends, target,
+    /// completeness or machine, as for compare.
+    #[arg(long)]
+    pub(crate) allow_mismatch: bool,
 }
 
 #[derive(Args, Debug)]

@@ -69,6 +69,11 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let c = crate::compare::compare_checked(&crate::compare::load_side(&a.base)?, &crate::compare::load_side(&a.new)?, &t, a.allow_mismatch)?;
             output::compared(&c, a.json.as_deref(), a.markdown.as_deref())
         }
+        Command::Trend(a) => {
+            let t = crate::compare::thresholds(&a.thresholds)?;
+            let trend = crate::trend::trend(&a.dirs, &t, a.allow_mismatch)?;
+            output::trended(&trend, &a.html, a.json.as_deref())
+        }
         Command::Calibrate(a) => calibrate(a, cancel).await,
         Command::Scenario(a) => {
             install_signals(cancel.clone());

@@ -54,6 +54,11 @@ Examples:
   dlbench compare results/baseline results/latest
   dlbench compare base/summary.json new/summary.json --threshold ops_per_sec=10 --markdown compare.md";
 
+pub(crate) const TREND_EXAMPLES: &str = "\
+Examples:
+  dlbench trend results/c1 results/c2 results/c3 results/c4 results/c5
+  dlbench trend ci/*/head --html trend.html --json trend.json --threshold ops_per_sec=10";
+
 pub(crate) const SCHEMA_EXAMPLES: &str = "\
 Examples:
   dlbench schema > schema/summary.schema.json";

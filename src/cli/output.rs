@@ -1,5 +1,6 @@
 //! The one place a finished command is rendered and printed, and its exit status decided:
 //! producers return their result (`run::Finished`, `calibrate::Calibrated`, `compare::Comparison`,
+//! `trend::Trend`,
 //! the merged shards' and the scenarios' summaries),
 //! this prints it.
 
@@ -71,6 +72,18 @@ pub(super) fn compared(c: &crate::compare::Comparison, json: Option<&Path>, mark
         crate::util::write_atomic(p, md.as_bytes())?;
     }
     Ok(if c.regressions > 0 { 1 } else if !c.detectable { 3 } else { 0 })
+}
+
+/// A trend: the page and the JSON asked for, then the terminal summary; exit 0 once written
+/// (the trend is a view: the gate is `compare`).
+pub(super) fn trended(t: &crate::trend::Trend, html: &Path, json: Option<&Path>) -> anyhow::Result<i32> {
+    crate::util::write_atomic(html, crate::trend::html::page(t).as_bytes()).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", html.display()))?;
+    if let Some(p) = json {
+        crate::util::write_atomic(p, serde_json::to_string_pretty(t)?.as_bytes())?;
+    }
+    print!("{}", crate::trend::text::summary(t));
+    println!("page: {}", html.display());
+    Ok(0)
 }
 
 /// The merged shards: the report, the table and the shards' own table; the worst verdict's

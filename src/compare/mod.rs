@@ -44,7 +44,7 @@ use crate::judgement::Change;
 
 pub use comparable::{mismatches, notes};
 pub use markdown::{markdown, runs_needed};
-pub use rows::{compare, compare_checked};
+pub use rows::{compare, compare_checked, metric};
 pub use side::{load, load_side};
 
 /// Which way is better.

@@ -10,7 +10,9 @@ use crate::judgement::Change;
 use crate::stats::samples::{holm, mann_whitney_tails, median, smallest_p};
 use crate::summary::{Summary, WorkloadSummary};
 
-fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
+/// A phase's value of a compared metric (or safety count), as `compare` reads it; `None`
+/// where the phase did not measure it. `trend` draws the same figures.
+pub fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
     let a = w.availability.as_ref();
     Some(match m {
         "ops_per_sec" => w.ops_per_sec,
