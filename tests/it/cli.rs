@@ -446,7 +446,7 @@ fn help_lists_one_line_per_subcommand() {
         .take_while(|l| !l.trim().is_empty())
         .collect();
     let names: Vec<&str> = section.iter().map(|l| l.split_whitespace().next().unwrap_or("")).collect();
-    let expected = ["run", "up", "lock", "check", "merge", "report", "compare", "schema", "scenario", "soak", "calibrate", "help"];
+    let expected = ["run", "up", "lock", "check", "merge", "report", "compare", "trend", "schema", "scenario", "soak", "calibrate", "help"];
     assert_eq!(names, expected, "one line each, got:\n{text}");
     for l in &section {
         assert!(l.starts_with("  ") && l.split_whitespace().count() > 1, "a line with no summary: {l:?}\n{text}");
@@ -479,7 +479,7 @@ fn help_of_run_has_headings_defaults_and_examples() {
 /// Every subcommand's --help ends with examples.
 #[test]
 fn help_of_every_subcommand_has_examples() {
-    for sub in ["run", "up", "lock", "check", "report", "compare", "schema", "scenario", "soak", "calibrate"] {
+    for sub in ["run", "up", "lock", "check", "report", "compare", "trend", "schema", "scenario", "soak", "calibrate"] {
         let out = dlbench().args([sub, "--help"]).output().unwrap();
         assert!(out.status.success(), "{sub}");
         let text = String::from_utf8_lossy(&out.stdout);

@@ -35,4 +35,5 @@ mod report;
 mod shard;
 mod soak;
 mod tls;
+mod trend;
 mod users;
