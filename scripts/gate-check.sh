@@ -52,7 +52,7 @@ pair() { # base-dir new-dir [VAR=value for the new side]: ROUNDS runs each, in t
 
 compare() { # base new -> prints the verdict line, returns compare's exit status
     set +e
-    "$bin" compare "$1" "$2" >"$2.compare.md"
+    "$bin" compare "$1" "$2" --format markdown >"$2.compare.md"
     rc=$?
     set -e
     verdict=$(grep -m1 -E '^\*\*(No regression|[0-9]+ regression)' "$2.compare.md" | tr -d '*' | cut -c1-160)

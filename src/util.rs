@@ -93,3 +93,29 @@ mod tests {
         assert!(parse_duration("fast").is_err());
     }
 }
+
+/// `text` wrapped at spaces to lines of at most `width` characters: the first line indented
+/// by `first`, the rest by `rest` spaces; each line ends in a newline. A word longer than a
+/// line stands alone on its line.
+pub fn wrap(text: &str, width: usize, first: usize, rest: usize) -> String {
+    let mut out = String::new();
+    let mut line = " ".repeat(first);
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let n = line.chars().count();
+        if !empty && n + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = " ".repeat(rest);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}

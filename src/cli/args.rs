@@ -145,6 +145,13 @@ pub(crate) struct ReportArgs {
     pub(crate) run_dir: PathBuf,
 }
 
+/// How `compare` prints its result on stdout.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CompareFormat {
+    Text,
+    Markdown,
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct TrendArgs {
     /// The result sets in order, oldest first (at least two): run directories, summary.json
@@ -179,9 +186,14 @@ pub(crate) struct CompareArgs {
     /// Also write the comparison as JSON to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
-    /// Also write the Markdown to this file (for a pull-request comment).
+    /// Also write the Markdown to this file (for a pull-request comment), whatever --format
+    /// prints.
     #[arg(long)]
     pub(crate) markdown: Option<PathBuf>,
+    /// What to print: `text`, an aligned table (on a terminal and into a pipe alike), or
+    /// `markdown`, the pull-request comment (changes first, unchanged rows folded).
+    #[arg(long, value_enum, default_value_t = CompareFormat::Text)]
+    pub(crate) format: CompareFormat,
     /// Compare even when the runs differ in plan, backends, target, completeness or
     /// machine (by default exit 2 naming the difference); the output says so.
     #[arg(long)]
@@ -525,6 +537,7 @@ pub fn command() -> clap::Command {
             c
         });
     }
-    cmd
+    // Its glossary is built from the judgement's constants, so it is added here.
+    cmd.mut_subcommand("run", |c| c.after_long_help(run_after_long_help()))
 }
 

@@ -67,7 +67,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Compare(a) => {
             let t = crate::compare::thresholds(&a.thresholds)?;
             let c = crate::compare::compare_checked(&crate::compare::load_side(&a.base)?, &crate::compare::load_side(&a.new)?, &t, a.allow_mismatch)?;
-            output::compared(&c, a.json.as_deref(), a.markdown.as_deref())
+            output::compared(&c, a.format, a.json.as_deref(), a.markdown.as_deref())
         }
         Command::Trend(a) => {
             let t = crate::compare::thresholds(&a.thresholds)?;

@@ -24,6 +24,27 @@ Examples:
   dlbench run --backends postgres,redis --repeat 5 --seed 1 --out results/ab
   dlbench run --target external --endpoints ep.toml";
 
+/// The end of `run --help`: the examples, then the glossary of every word the run's tables
+/// print (the same text as docs/glossary.md and the report page's).
+pub(crate) fn run_after_long_help() -> String {
+    format!("{RUN_EXAMPLES}\n\n{}", glossary_text(100))
+}
+
+/// The glossary for a terminal: a heading per section, each term with its meaning wrapped
+/// to `width` columns under it.
+pub(crate) fn glossary_text(width: usize) -> String {
+    use crate::judgement::glossary::{entries, SECTIONS};
+    let mut s = String::from("Glossary (also docs/glossary.md and the report page):\n");
+    let all = entries();
+    for (i, title) in SECTIONS.iter().enumerate() {
+        s.push_str(&format!("\n{title}\n"));
+        for (_, term, meaning) in all.iter().filter(|e| e.0 == i) {
+            s.push_str(&crate::util::wrap(&format!("{term}: {meaning}."), width, 2, 6));
+        }
+    }
+    s
+}
+
 pub(crate) const UP_EXAMPLES: &str = "\
 Examples:
   dlbench up --endpoints ep.toml                # every backend, until Ctrl-C
@@ -52,7 +73,8 @@ Examples:
 pub(crate) const COMPARE_EXAMPLES: &str = "\
 Examples:
   dlbench compare results/baseline results/latest
-  dlbench compare base/summary.json new/summary.json --threshold ops_per_sec=10 --markdown compare.md";
+  dlbench compare base/summary.json new/summary.json --threshold ops_per_sec=10 --markdown compare.md
+  dlbench compare results/base results/head --format markdown > compare.md   # the PR comment";
 
 pub(crate) const TREND_EXAMPLES: &str = "\
 Examples:

@@ -60,11 +60,15 @@ pub(super) fn calibrated(done: &crate::calibrate::Calibrated) -> i32 {
     done.code
 }
 
-/// A comparison as Markdown on stdout (and in the files asked for); exit 1 on a regression,
-/// 3 when none could have been found (as for an undecided verdict), else 0.
-pub(super) fn compared(c: &crate::compare::Comparison, json: Option<&Path>, markdown: Option<&Path>) -> anyhow::Result<i32> {
+/// A comparison on stdout, as an aligned table (`--format text`, the default) or Markdown,
+/// and in the files asked for; exit 1 on a regression, 3 when none could have been found (as
+/// for an undecided verdict), else 0.
+pub(super) fn compared(c: &crate::compare::Comparison, format: super::args::CompareFormat, json: Option<&Path>, markdown: Option<&Path>) -> anyhow::Result<i32> {
     let md = crate::compare::markdown(c);
-    print!("{md}");
+    match format {
+        super::args::CompareFormat::Text => print!("{}", crate::compare::text(c)),
+        super::args::CompareFormat::Markdown => print!("{md}"),
+    }
     if let Some(p) = json {
         crate::util::write_atomic(p, serde_json::to_string_pretty(c)?.as_bytes())?;
     }

@@ -28,7 +28,10 @@ fn a_soak_runs_in_rounds_whose_first_ends_inside_the_warm_up() {
 /// The example lines of a subcommand's `--help` (`  dlbench ...`, comments dropped).
 fn examples(sub: &clap::Command) -> Vec<String> {
     let text = sub.get_after_long_help().map(|h| h.to_string()).unwrap_or_default();
+    // The examples only: the block under "Examples:" (run's glossary follows it).
     text.lines()
+        .skip_while(|l| *l != "Examples:")
+        .take_while(|l| !l.trim().is_empty())
         .filter_map(|l| l.trim_start().strip_prefix("dlbench "))
         .map(|l| l.split(" # ").next().unwrap().trim().to_string())
         .collect()
@@ -134,4 +137,27 @@ fn colour_only_on_a_terminal_without_no_color() {
     assert!(!colour_with(true, Some(OsStr::new("1"))), "NO_COLOR=1");
     assert!(colour_with(true, Some(OsStr::new(""))), "an empty NO_COLOR does not count (no-color.org)");
     assert!(!colour(false));
+}
+
+/// `run --help` ends with the glossary: every term in it, every line within 100 columns.
+#[test]
+fn run_help_ends_with_the_glossary() {
+    let cmd = command();
+    let run = cmd.find_subcommand("run").unwrap();
+    let text = run.get_after_long_help().unwrap().to_string();
+    assert!(text.starts_with("Examples:"), "{text}");
+    for (term, _) in crate::judgement::glossary::glossary() {
+        assert!(text.contains(&format!("\n  {term}: ")), "{term} missing:\n{text}");
+    }
+    let wide: Vec<&str> = text.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(wide.is_empty(), "lines over 100 columns: {wide:?}");
+}
+
+/// `util::wrap` breaks at spaces within the width, indents, and keeps every word.
+#[test]
+fn wrap_keeps_words_within_the_width() {
+    let text = "one two three four five six seven eight nine ten";
+    let w = crate::util::wrap(text, 12, 2, 4);
+    assert_eq!(w, "  one two\n    three\n    four\n    five six\n    seven\n    eight\n    nine ten\n");
+    assert_eq!(w.split_whitespace().collect::<Vec<_>>().join(" "), text);
 }

@@ -33,6 +33,7 @@ mod comparable;
 mod markdown;
 mod rows;
 mod side;
+mod text;
 #[cfg(test)]
 mod tests;
 
@@ -46,6 +47,7 @@ pub use comparable::{mismatches, notes};
 pub use markdown::{markdown, runs_needed};
 pub use rows::{compare, compare_checked, metric};
 pub use side::{load, load_side};
+pub use text::text;
 
 /// Which way is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

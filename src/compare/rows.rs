@@ -255,9 +255,10 @@ impl Phase<'_> {
             if v.len() > 1 { format!("{lo}-{hi}") } else { format!("{}", v.first().copied().unwrap_or(0.0)) }
         };
         let note = format!(
-            "per run: base {} over {} run(s), new {} over {}{}",
+            "per run: base {} over {} run{}, new {} over {}{}",
             spread(&xs),
             xs.len(),
+            if xs.len() == 1 { "" } else { "s" },
             spread(&ys),
             ys.len(),
             if verdict == Change::Regressed { "; more violations per run" } else { "" }

@@ -269,3 +269,29 @@ fn safety_compares_per_run_rates() {
     let row = c.rows.iter().find(|r| r.metric.contains("overlaps"));
     assert!(row.is_none_or(|r| r.verdict != Change::Regressed), "{}", markdown(&c));
 }
+
+/// The terminal gets an aligned table, no Markdown and no HTML; `markdown` is the PR comment.
+#[test]
+fn the_terminal_gets_an_aligned_table_and_markdown_stays_for_the_comment() {
+    let t = thresholds(&[]).unwrap();
+    let c = compare(&summary(1000.0, 0), &summary(500.0, 0), &t);
+    let text = text(&c);
+    for markup in ["<details", "<summary", "**", "|---", "| "] {
+        assert!(!text.contains(markup), "{markup} on the terminal:\n{text}");
+    }
+    assert!(text.contains("1 regression: etcd · hot-key ops_per_sec"), "{text}");
+    // The table: a header, then every row, each column starting where the header's does.
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines.iter().position(|l| l.starts_with("backend · workload")).expect(&text);
+    let at = |l: &str, word: &str| l.find(word).map(|b| l[..b].chars().count());
+    let metric_col = at(lines[head], "metric").unwrap();
+    let body: Vec<&str> = lines[head + 1..].iter().take_while(|l| !l.is_empty()).copied().collect();
+    assert_eq!(body.len(), c.rows.len(), "{text}");
+    assert!(body[0].contains("regressed"), "regressions first:\n{text}");
+    for l in &body {
+        let m = c.rows.iter().map(|r| r.metric.as_str()).find(|m| l.contains(&format!(" {m} "))).expect(l);
+        assert_eq!(at(l, &format!(" {m} ")).map(|c| c + 1), Some(metric_col), "misaligned:\n{text}");
+    }
+    let md = markdown(&c);
+    assert!(md.starts_with("## dlbench compare") && md.contains("| backend · workload |") && md.contains("**1 regression**"), "{md}");
+}

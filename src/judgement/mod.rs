@@ -29,6 +29,7 @@ use crate::checker::Validity;
 
 mod availability;
 mod evidence;
+pub mod glossary;
 mod scenario;
 mod verdict;
 pub use availability::Availability;
@@ -129,8 +130,10 @@ impl Change {
 /// `compare`'s conclusions: a clean bill only when a regression could have been seen.
 pub const NO_REGRESSION: &str = "No regression";
 pub const NOTHING_DETECTABLE: &str = "No regression could have been detected";
-/// After the count: "2 regression(s)".
-pub const REGRESSIONS: &str = "regression(s)";
+/// The count of regressions in words: "1 regression", "2 regressions".
+pub fn regressions(n: usize) -> String {
+    if n == 1 { "1 regression".into() } else { format!("{n} regressions") }
+}
 
 /// A share kept to 3 significant digits: fixed decimals would round a short hold's 0.00004
 /// to 0, which reads as "nothing inside".
@@ -148,32 +151,6 @@ pub fn percent(share: f64) -> String {
     let p = share * 100.0;
     if p == 0.0 || p >= 0.1 { format!("{p:.1}%") } else { format!("{p:.1e}%") }
 }
-
-/// Every word a reader meets in dlbench's tables, with what it means: one source for the
-/// report's glossary, the terminal's notes and the docs (a test holds the docs to it).
-pub const GLOSSARY: &[(&str, &str)] = &[
-    ("acq/s", "successful acquisitions per second in the measured window (warm-up excluded)"),
-    ("p50 / p99 / p99.9", "acquire latency from the call (or, in an open loop, from when it was due) to the lock being held, from an HDR histogram; shown as \"-\" with n when too few acquisitions back the percentile"),
-    ("errors", "failures other than a contended lock's wait timeout: unreachable server, unknown outcome, a release that found the lock gone; timeouts and cancelled acquires are counted apart"),
-    ("overlaps", "critical sections that began while another holder of the same key was inside, at the protected resource (one clock: exact)"),
-    ("lost upd", "a section's read-hold-write of a counter that found the counter changed: two holders at once"),
-    ("stale tok", "fencing tokens presented out of order at the resource; n/a where the lock has no tokens"),
-    ("expo %", "exposure: how much of the wall time some holder was inside its section (mean over keys); a second holder granted at a random moment is seen only if it finds one inside"),
-    ("safe", "no overlap or lost update, every checker valid, and holders exposed at least 20% of the time"),
-    ("no violation seen (weak)", "no overlap or lost update, but holders were inside less than 20% of the time: a second holder would likely have gone unseen"),
-    ("not tested", "nothing was inside the protected resource (or, for a class, no fault took effect or availability was not measured): no evidence either way"),
-    ("unsafe", "two holders at once: an overlap, a lost update, or a checker's proof of one"),
-    ("safe with fencing", "the lock let two holders in, and fencing refused every stale write with no token going backwards and no legitimate holder refused"),
-    ("fencing broken", "tokens went backwards or a legitimate holder's write was refused (a counter reset by a restart)"),
-    ("unknown", "a checker could not decide (an operation's outcome is unknown, a fault was never healed)"),
-    ("failed acquire took effect", "the contention checker saw an acquire reported failed while no other client could have held the key: the failure may have taken the lock"),
-    ("available / degraded / unavailable", "the grant rate while faults that took effect were in force, against the rate outside them: at least 80%, at least 30%, below 30%"),
-    ("recovered / NOT RECOVERED", "a grant came after every heal (and how long the slowest took), or one heal was followed by no grant before the phase ended"),
-    ("CP / CP+A / AP / neither", "the class observed under faults that took effect: no two holders and unavailable, no two holders and available, two holders and available, two holders and unavailable"),
-    ("claims", "the class the design promises (CP: consistent under partition, at the cost of availability; AP: available, at the cost of safety)"),
-    ("fencing", "what the fenced resource showed: n/a (no tokens), not exercised (no stale write arrived), refused N stale write(s), or broken"),
-    ("evidence", "strong (exposure at least 20%), weak (below), none (nothing entered the resource)"),
-];
 
 #[cfg(test)]
 mod tests;

@@ -79,15 +79,10 @@ dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weig
 .matrix td{text-align:center}\
 @media (max-width:600px){body{margin:0.5em}table{font-size:0.8em}dl{grid-template-columns:auto}dd{margin-left:0.5em}}";
 
-/// What the page's columns and labels mean: the judgement's one glossary (the terminal and
-/// the docs use the same), and the page's own few words beside it.
-fn glossary() -> Vec<(&'static str, &'static str)> {
-    let mut g: Vec<(&str, &str)> = crate::judgement::GLOSSARY.to_vec();
-    g.push(("handoff p50 ms", "from one holder's release to the next holder's grant, on the same key"));
-    g.push(("fair", "Jain's fairness index of acquisitions across clients: 1 is perfectly even, 1/n is one client taking everything"));
-    g.push(("valid / invalid / unknown", "a checker's answer; unknown means the history could not decide (no evidence either way)"));
-    g.push(("anomaly", "a flag from the per-second series: seconds with no acquisition, stalls past the wait timeout, a rate that never settled"));
-    g
+/// What the page's columns and labels mean: the one glossary (`judgement::glossary`), which
+/// `dlbench run --help` and docs/glossary.md carry too.
+fn glossary() -> &'static [(&'static str, String)] {
+    crate::judgement::glossary::glossary()
 }
 
 pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> String {

@@ -22,8 +22,8 @@ fn has_tokens(b: &BackendSummary) -> bool {
     b.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false)
 }
 
-/// Each row with the family it belongs to; a heading line is shown where the family changes
-/// when the run spans more than one.
+/// Each row with the family it belongs to (the Markdown table heads each family; the
+/// terminal's keeps the family order without heading lines, as the docs show it).
 fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
     let mut out = Vec::new();
     for b in by_family(s) {
@@ -59,11 +59,12 @@ fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
     out
 }
 
-/// The table for a terminal: aligned columns.
+/// The table for a terminal: aligned columns, one line per phase, the backends in family
+/// order (database, Redis, consensus) without heading lines.
 pub fn table(s: &Summary) -> String {
-    let rows = with_headings(rows(s));
+    let rows: Vec<[String; COLS]> = rows(s).into_iter().map(|(_, r)| r).collect();
     let mut width: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
-    for (_, r) in &rows {
+    for r in &rows {
         for (i, c) in r.iter().enumerate() {
             if !(i == 1 && c.starts_with("FAILED")) {
                 width[i] = width[i].max(c.chars().count());
@@ -83,10 +84,7 @@ pub fn table(s: &Summary) -> String {
         out.push('\n');
     };
     line(&HEADER.map(String::from), &mut out);
-    for (heading, r) in &rows {
-        if let Some(f) = heading {
-            let _ = writeln!(out, "-- {f}");
-        }
+    for r in &rows {
         line(r, &mut out);
     }
     out
@@ -129,18 +127,14 @@ pub fn markdown(s: &Summary) -> String {
         s.command.join(" ")
     );
     out.push_str(&markdown_table(s));
-    out.push_str(
-        "\nacq/s: successful acquisitions per second (measured window, warm-up excluded). \
-         p50/p99/p99.9: acquire latency. errors: failures other than contention timeouts. \
-         overlaps: critical sections that began while another holder of the same key was inside, \
-         seen at the protected resource. lost upd: read-modify-write updates overwritten by a concurrent \
-         holder. stale tok: fencing tokens presented out of order (n/a: the backend has none). expo %: how much of \
-         the wall time some holder was inside its critical section (mean over keys); below 20% a second holder \
-         would mostly go unseen, and the verdict says \"weak\". handoff p50: median time from one holder's release \
-         to the next holder's acquisition of the same key. fair: Jain's index over acquisitions per client \
-         (1 = even, 1/clients = one client got everything). In open-loop workloads latency counts from each \
-         operation's intended start.\n",
-    );
+    // The columns' meanings, from the one glossary.
+    out.push('\n');
+    for term in ["acq/s", "p50 / p99 / p99.9", "handoff p50", "fair", "errors", "overlaps", "lost upd", "stale tok", "expo %"] {
+        if let Some(m) = judgement::glossary::meaning(term) {
+            let _ = writeln!(out, "- **{term}**: {m}.");
+        }
+    }
+    out.push_str("\nEvery term: docs/glossary.md.\n");
     let conns: Vec<String> = s.backends.iter().filter_map(|b| Some(format!("{} {}", b.name, b.connections.as_ref()?))).collect();
     if !conns.is_empty() {
         out.push_str(&format!(
@@ -207,67 +201,92 @@ pub fn shard_markdown(s: &Summary) -> String {
     cells_markdown("Shards", &SHARD_HEADER, "|---|---|---:|---:|---:|---:|---:|---:|", &shard_rows(s), SHARD_NOTE)
 }
 
+/// The width the terminal's AP / CP table and the lines under it keep within.
+pub const WIDTH: usize = 100;
+
+/// A column of the AP / CP table on the terminal.
+struct Col {
+    head: &'static str,
+    right: bool,
+    cells: Vec<String>,
+}
+
+/// The columns that leave the table for the lines under it, first to last, while the
+/// table is wider than [`WIDTH`] (long backend or workload names, a long "not tested" note).
+const MOVABLE: [&str; 6] = ["p99 ms", "acq/s", "observed", "recovery", "avail", "claims"];
+
 /// The AP / CP table: per backend and workload, speed, availability under the faults that
-/// were applied, safety without and with fencing, the evidence, and the class claimed beside
-/// the class observed.
+/// took effect, safety without fencing, and the class claimed beside the class observed,
+/// within [`WIDTH`] columns; under it one line per phase with the verdict, what the fenced
+/// side showed and the evidence (and any column the width left out), wrapped.
 pub fn ap_cp_table(s: &Summary) -> String {
-    let header = [
-        "backend", "workload", "acq/s", "p99 ms", "avail", "recovery", "overlaps", "lost upd (no fence)", "fencing",
-        "evidence", "claims", "observed", "verdict",
+    let heads: [(&str, bool); 10] = [
+        ("backend", false), ("workload", false), ("acq/s", true), ("p99 ms", true), ("avail", false), ("recovery", true),
+        ("overlaps", true), ("lost upd", true), ("claims", false), ("observed", false),
     ];
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    for b in &s.backends {
-        if b.failure.is_some() {
-            continue;
-        }
+    let mut cols: Vec<Col> = heads.iter().map(|&(head, right)| Col { head, right, cells: Vec::new() }).collect();
+    let mut notes: Vec<(String, Vec<String>)> = Vec::new();
+    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
         for w in &b.workloads {
             let v = w.verdict.as_ref();
-            rows.push(vec![
+            let cells = [
                 b.name.clone(),
                 w.name.clone(),
                 format!("{:.0}", w.ops_per_sec),
                 ms(w.acquire_latency_us.p99),
                 v.map(|v| match (&v.availability, &v.availability_rate) {
-                    (Some(word), Some(rate)) => format!("{word} ({})", rate.trim_end_matches(" of the no-fault rate")),
+                    (Some(word), Some(rate)) => format!("{} {word}", rate.trim_end_matches(" of the no-fault rate")),
                     _ => "not measured".into(),
                 })
                 .unwrap_or_else(|| "-".into()),
                 v.and_then(|v| v.recovery.clone()).map(|r| if r.starts_with("NOT") { "NOT recovered".into() } else { r.trim_start_matches("recovered in ").to_string() }).unwrap_or_else(|| "-".into()),
                 w.counts.overlaps.to_string(),
                 w.counts.lost_updates.to_string(),
-                v.map(|v| v.fencing.clone()).unwrap_or_default(),
-                v.map(|v| match v.exposure {
-                    Some(e) => format!("{} ({})", v.evidence, crate::judgement::percent(e)),
-                    None => v.evidence.clone(),
-                })
-                .unwrap_or_default(),
                 v.map(|v| v.class_claimed.clone()).unwrap_or_default(),
                 v.map(|v| v.observed_cell()).unwrap_or_default(),
-                v.map(|v| v.headline.clone()).unwrap_or_default(),
-            ]);
+            ];
+            for (c, cell) in cols.iter_mut().zip(cells) {
+                c.cells.push(cell);
+            }
+            let mut n = vec![v.map_or_else(|| judgement::NO_VERDICT.to_string(), |v| v.headline.clone())];
+            if let Some(v) = v {
+                n.push(format!("fencing {}", v.fencing));
+                n.push(match v.exposure {
+                    Some(e) => format!("evidence {} ({})", v.evidence, judgement::percent(e)),
+                    None => format!("evidence {}", v.evidence),
+                });
+            }
+            notes.push((format!("{} · {}", b.name, w.name), n));
         }
     }
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
+    let width = |c: &Col| c.cells.iter().map(|x| x.chars().count()).chain([c.head.len()]).max().unwrap_or(0);
+    let table_width = |cols: &[Col]| cols.iter().map(width).sum::<usize>() + 2 * cols.len().saturating_sub(1);
+    for head in MOVABLE {
+        if table_width(&cols) <= WIDTH {
+            break;
         }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<String>, out: &mut String| {
-        for (i, c) in cells.iter().enumerate() {
-            if i <= 1 || i >= 8 {
-                let _ = write!(out, "{:<w$}  ", c, w = width[i]);
-            } else {
-                let _ = write!(out, "{:>w$}  ", c, w = width[i]);
+        if let Some(i) = cols.iter().position(|c| c.head == head) {
+            let col = cols.remove(i);
+            for (note, cell) in notes.iter_mut().zip(col.cells) {
+                note.1.push(format!("{head} {cell}"));
             }
         }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
+    }
+    let widths: Vec<usize> = cols.iter().map(width).collect();
+    let line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for ((c, col), &w) in cells.iter().zip(&cols).zip(&widths) {
+            let _ = if col.right { write!(l, "{c:>w$}  ") } else { write!(l, "{c:<w$}  ") };
+        }
+        format!("{}\n", l.trim_end())
     };
-    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
-    for r in rows {
-        line(r, &mut out);
+    let mut out = line(cols.iter().map(|c| c.head).collect());
+    for r in 0..notes.len() {
+        out.push_str(&line(cols.iter().map(|c| c.cells[r].as_str()).collect()));
+    }
+    out.push('\n');
+    for (key, n) in &notes {
+        out.push_str(&crate::util::wrap(&format!("{key}: {}", n.join("; ")), WIDTH, 0, 2));
     }
     out
 }

@@ -1,0 +1,119 @@
+//! The one glossary: every word a reader meets in dlbench's tables, with what it means, as
+//! the code computes it. The page renders it (`report::html`), `dlbench run --help` prints
+//! it, `summary.md` lists its columns' meanings from it, and `docs/glossary.md` is generated from it
+//! (a test fails when the file is stale). The thresholds are this module's parent's
+//! constants, written in here, so a definition cannot drift from the rule it names.
+
+use std::sync::OnceLock;
+
+use super::{AVAILABLE_RATIO, DEGRADED_RATIO, WEAK_EXPOSURE};
+
+/// The sections, in order, each with its terms.
+pub const SECTIONS: [&str; 5] = ["The run table", "Verdicts", "Faults and the AP / CP table", "Checks and anomalies", "compare"];
+
+/// (section index, term, meaning), in reading order.
+pub fn entries() -> Vec<(usize, &'static str, String)> {
+    let weak = pct(WEAK_EXPOSURE);
+    let (avail, degraded) = (pct(AVAILABLE_RATIO), pct(DEGRADED_RATIO));
+    vec![
+        (0, "acq/s", "successful acquisitions per second in the measured window (warm-up excluded)".into()),
+        (0, "p50 / p99 / p99.9", "acquire latency of the successful acquires in the measured window, from the call (in an open loop: from when it was due) to the lock being held, from an HDR histogram; timed-out and failed acquires keep latency series of their own in summary.json (timeout_latency_us, error_latency_us)".into()),
+        (0, "handoff p50", "median time from one holder's release to the next holder's grant of the same key; \"-\" when no client ever waited".into()),
+        (0, "fair", "Jain's fairness index of acquisitions across clients: 1 is perfectly even, 1/clients is one client taking everything".into()),
+        (0, "errors", "operations that failed for a reason other than a contended lock (its wait timeout, or a try-lock finding the key held): acquires refused by an unreachable server, a lost session or an unknown outcome, releases that failed (one that found the lock already gone included), and clients that could not connect; counted over the whole phase, warm-up included. Wait timeouts and acquires cut short by dlbench (Ctrl-C, the end-of-phase drain) are counted apart (timeouts, cancelled in summary.json)".into()),
+        (0, "overlaps", "critical sections that began while another holder of the same key was inside, seen at the protected resource (one clock: exact)".into()),
+        (0, "lost upd", "each critical section reads a counter, holds, and writes it back plus one; a write that finds the counter changed since its read is a lost update: two holders at once".into()),
+        (0, "stale tok", "fencing tokens presented out of order at the resource (a token not above the highest seen from another holder); n/a where the lock has no tokens".into()),
+        (0, "expo %", format!("exposure: how much of the wall time some holder was inside its section (mean over keys). A second holder granted at a random moment is seen only if it finds one inside, so below {weak} a double grant would likely go unseen")),
+        (0, "verdict", "the judgement of the phase: one of the safety words below, then every other axis that failed or could not decide (NOT RECOVERED, failed acquire took effect, unknown)".into()),
+        (1, "safe", format!("no overlap or lost update, every checker valid, and holders exposed at least {weak} of the time")),
+        (1, "no violation seen (weak)", format!("no overlap or lost update, but holders were inside less than {weak} of the time: a second holder would likely have gone unseen")),
+        (1, "not tested", "nothing was inside the protected resource (or, for a class, no fault took effect or availability was not measured): no evidence either way".into()),
+        (1, "unsafe", "two holders at once: an overlap, a lost update, or a checker's proof of one".into()),
+        (1, "safe with fencing", "the lock let two holders in, and fencing refused every stale write with no token going backwards and no legitimate holder refused".into()),
+        (1, "fencing broken", "tokens went backwards or a legitimate holder's write was refused (a token counter reset by a restart)".into()),
+        (1, "unknown", "a checker could not decide (an operation's outcome is unknown, a fault was never healed)".into()),
+        (1, "failed acquire took effect", "the contention checker saw an acquire reported failed while no other client could have held the key: the failure may have taken the lock".into()),
+        (1, "evidence", format!("strong (exposure at least {weak}), weak (below), none (nothing entered the resource)")),
+        (2, "fault took effect", "a fault counts only where dlbench saw it act (a killed process gone, a paused one stopped, a partition cutting traffic); a fault the target cannot apply or that did nothing is listed as skipped and is no fault window".into()),
+        (2, "avail", format!("the grant rate inside the windows of the faults that took effect over the grant rate outside them in the same phase (from its first grant to its end): available at {avail} or more, degraded at {degraded} or more, unavailable below. Not the share of fault seconds with a grant")),
+        (2, "fault seconds with a grant", "the share of whole seconds inside fault windows in which at least one acquire succeeded (summary.json: success_seconds_pct); with holds of seconds it is low even when the lock is fine, so the availability word does not use it".into()),
+        (2, "recovery", "recovered in N ms: the longest time from a fault's heal to the next grant (a heal followed by another fault before any grant is listed, not counted); NOT recovered: a last heal was followed by no grant before the phase ended".into()),
+        (2, "longest gap", "the longest stretch without a successful acquire, after the first one".into()),
+        (2, "lost upd (no fence)", "in the AP / CP table (lost upd on the terminal): lost updates at the resource without fencing, the side a lock's own exclusion must protect".into()),
+        (2, "fencing", "what the fenced resource showed: n/a (no tokens), not exercised (no stale write arrived), refused N stale write(s), or broken".into()),
+        (2, "claims", "the class the design promises (CP: consistent under partition, at the cost of availability; AP: available, at the cost of safety)".into()),
+        (2, "observed", "the class the faults that took effect showed: CP (no two holders, not available: degraded or unavailable), CP+A (no two holders and available), AP (two holders and available), neither (two holders, not available), unknown (a checker could not decide); marked (contradicts) when a CP claim let two holders in; not tested when no fault took effect".into()),
+        (3, "valid / invalid / unknown", "a checker's answer; unknown means the history could not decide (no evidence either way)".into()),
+        (3, "anomaly", "a flag from the per-second series: seconds with no acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that never settled".into()),
+        (4, "improved / unchanged / regressed", "compare's word for one metric of one backend · workload · client count: with 3 or more runs per side a change counts when the medians differ by more than the metric's threshold and a one-sided Mann-Whitney U test, after Holm's adjustment over the comparison, says so; with fewer runs the thresholds alone decide".into()),
+        (4, "regressed (safety)", "a new overlap or lost update, or a safety verdict turning worse: a regression whatever the thresholds".into()),
+    ]
+}
+
+/// A share as a whole percent: 0.2 -> "20%".
+fn pct(share: f64) -> String {
+    format!("{:.0}%", share * 100.0)
+}
+
+/// Every term and its meaning, in reading order (built once).
+pub fn glossary() -> &'static [(&'static str, String)] {
+    static G: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+    G.get_or_init(|| entries().into_iter().map(|(_, t, m)| (t, m)).collect())
+}
+
+/// The meaning of one term (None for a word the glossary does not hold).
+pub fn meaning(term: &str) -> Option<&'static str> {
+    glossary().iter().find(|(t, _)| *t == term).map(|(_, m)| m.as_str())
+}
+
+/// `docs/glossary.md`: a heading per section, a bullet per term.
+pub fn markdown() -> String {
+    let mut s = String::from(
+        "# Glossary\n\n<!-- Generated from src/judgement/glossary.rs; a test fails when this file is stale: \
+         regenerate it with `UPDATE_GLOSSARY=1 cargo test --release --lib glossary`. -->\n\n\
+         Every word in dlbench's tables, as the code computes it. The same text is the report page's \
+         glossary and the end of `dlbench run --help`.\n",
+    );
+    let all = entries();
+    for (i, title) in SECTIONS.iter().enumerate() {
+        s.push_str(&format!("\n## {title}\n\n"));
+        for (_, term, meaning) in all.iter().filter(|e| e.0 == i) {
+            s.push_str(&format!("- **{term}**: {meaning}.\n"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/glossary.md is the glossary as generated: an edit here without regenerating it
+    /// fails (UPDATE_GLOSSARY=1 writes it).
+    #[test]
+    fn the_docs_glossary_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/glossary.md");
+        let now = markdown();
+        if std::env::var_os("UPDATE_GLOSSARY").is_some() {
+            std::fs::write(path, &now).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(committed == now, "docs/glossary.md is stale: regenerate it with `UPDATE_GLOSSARY=1 cargo test --release --lib glossary`");
+    }
+
+    /// Every term once, every section used, the thresholds written from the constants.
+    #[test]
+    fn every_term_once_with_the_thresholds_it_names() {
+        let g = glossary();
+        for (i, (t, _)) in g.iter().enumerate() {
+            assert!(!g[..i].iter().any(|(u, _)| u == t), "{t} twice");
+        }
+        let all = entries();
+        assert!((0..SECTIONS.len()).all(|i| all.iter().any(|e| e.0 == i)));
+        assert!(meaning("avail").unwrap().contains("at 80% or more") && meaning("avail").unwrap().contains("at 30% or more"));
+        assert!(meaning("safe").unwrap().contains("at least 20%"));
+        assert!(meaning("errors").unwrap().contains("Wait timeouts") && meaning("errors").unwrap().contains("warm-up included"));
+        assert!(meaning("no such word").is_none());
+    }
+}
