@@ -29,6 +29,7 @@ use crate::checker::Validity;
 
 mod availability;
 mod evidence;
+pub mod matrix;
 mod scenario;
 mod verdict;
 pub use availability::Availability;
