@@ -22,6 +22,11 @@ use super::lost_update::Replay;
 use super::item::{Context, Item, Stamped};
 use super::{CheckResult, Evidence, OpRef, Outcome, Validity, MAX_EVIDENCE};
 
+/// A token as a reader sees it: its number, or "none" for a section that presented none.
+fn token_word(t: Option<u64>) -> String {
+    t.map_or_else(|| "none".to_string(), |t| t.to_string())
+}
+
 pub struct Fencing {
     declared_without: bool,
     has_tokens: bool,
@@ -53,7 +58,7 @@ impl Fencing {
         self.inversions += 1;
         if self.evidence.len() < MAX_EVIDENCE {
             self.evidence.push(Evidence {
-                what: format!("key {}: token {:?} came after token {:?}", key, later.token, earlier.token),
+                what: format!("key {key}: token {} entered after token {}", token_word(later.token), token_word(earlier.token)),
                 ops: vec![earlier, later],
             });
         }

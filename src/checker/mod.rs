@@ -66,11 +66,21 @@ pub struct OpRef {
 
 impl std::fmt::Display for OpRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "process {} {:?} key {} at {:.3}s", self.p, self.f, self.key, self.invoke_ns as f64 / 1e9)?;
+        let op = match self.f {
+            Op::Acquire => "acquire",
+            Op::Release => "release",
+        };
+        write!(f, "process {} {op} key {} at {:.3} s", self.p, self.key, self.invoke_ns as f64 / 1e9)?;
         if let Some(t) = self.token {
-            write!(f, " token {t}")?;
+            write!(f, ", token {t}")?;
         }
-        write!(f, " ({:?})", self.outcome)
+        let outcome = match self.outcome {
+            Outcome::Ok => "ok",
+            Outcome::Fail => "failed",
+            Outcome::Info => "outcome unknown",
+            Outcome::Unresolved => "never completed",
+        };
+        write!(f, " ({outcome})")
     }
 }
 

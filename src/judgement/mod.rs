@@ -30,6 +30,7 @@ use crate::checker::Validity;
 mod availability;
 mod evidence;
 pub mod glossary;
+pub mod matrix;
 mod scenario;
 mod verdict;
 pub use availability::Availability;

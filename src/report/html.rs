@@ -2,71 +2,18 @@
 //! metadata, the AP / CP table, the per-workload table, scenario outcomes, the plots, and the
 //! checkers' verdicts linked to the offending operations quoted from the history.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::tables::{by_family, esc, family, with_headings};
 use super::Input;
-use crate::checker::{SegmentVerdict, Validity};
-use crate::history::{self, Record};
+use super::evidence::{checks, evidence, validity_class, Excerpts};
+use crate::checker::SegmentVerdict;
 use crate::judgement;
 use crate::stats::fmt_ms_cell as ms;
 use crate::summary::calibration::Calibration;
 use crate::summary::{BackendSummary, Summary, WorkloadSummary};
 
-
-/// (segment, checker, evidence) -> the history records of the operations involved.
-pub type Excerpts = HashMap<(usize, String, usize), Vec<String>>;
-
-/// Quote, for every piece of evidence, the history records of the processes it names,
-/// around the operations it names.
-pub fn evidence_excerpts(path: &Path, verdicts: &[SegmentVerdict]) -> Excerpts {
-    let mut out = Excerpts::new();
-    // Streamed record by record: a long history is never held in memory.
-    let mut seg: Option<usize> = None;
-    let _ = history::for_each_record(path, |rec| {
-        if matches!(rec, Record::Meta(_)) {
-            seg = Some(seg.map_or(0, |i| i + 1));
-            return;
-        }
-        let i = seg.unwrap_or(0);
-        let Some(v) = verdicts.get(i) else { return };
-        let (p, key) = match &rec {
-            Record::Invoke { p, key, .. }
-            | Record::Ok { p, key, .. }
-            | Record::Fail { p, key, .. }
-            | Record::Info { p, key, .. }
-            | Record::Section { p, key, .. } => (*p, *key),
-            _ => return,
-        };
-        let ns = rec.ns().unwrap_or(0);
-        for r in &v.results {
-            for (j, e) in r.evidence.iter().enumerate() {
-                let named = e.ops.iter().any(|op| {
-                    let from = op.invoke_ns.saturating_sub(1_000_000);
-                    let to = op.complete_ns.unwrap_or(op.invoke_ns).saturating_add(1_000_000_000);
-                    p == op.p && key == op.key && ns >= from && ns <= to
-                });
-                if named {
-                    let lines = out.entry((i, r.checker.clone(), j)).or_default();
-                    if lines.len() < 8 * e.ops.len() {
-                        lines.push(serde_json::to_string(&rec).unwrap_or_default());
-                    }
-                }
-            }
-        }
-    });
-    out
-}
-
-fn validity_class(v: Validity) -> &'static str {
-    match v {
-        Validity::Valid => "valid",
-        Validity::Unknown => "unknown",
-        Validity::Invalid => "invalid",
-    }
-}
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}\
 table{border-collapse:collapse;margin:1em 0;font-size:0.9em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
@@ -77,6 +24,10 @@ pre{background:#f7f7f7;padding:0.5em;overflow-x:auto;font-size:0.8em}img{max-wid
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:bold}\
 .scroll{overflow-x:auto;max-width:100%}h1,dd,li,p{overflow-wrap:anywhere}\
 .matrix td{text-align:center}\
+h1{margin:0.3em 0}.answer td,.answer th{text-align:left;vertical-align:top;padding:4px 8px}.answer tr.family th{background:#fafafa;font-size:0.85em;padding:1px 8px;color:#555}\
+.pill{white-space:nowrap;border-radius:3px;padding:0 4px;font-weight:bold}.answer small{white-space:nowrap;color:#444}\
+.good{background:#dff3e4;color:#14592a}.caution{background:#fff1cc;color:#6b4d00}.bad{background:#fbdada;color:#9b1c1c}.untested{background:#eceff1;color:#455a64}\
+.key{font-size:0.85em;color:#444;margin:0.3em 0}#answer-sentences{margin:0.3em 0 1.5em}\
 @media (max-width:600px){body{margin:0.5em}table{font-size:0.8em}dl{grid-template-columns:auto}dd{margin-left:0.5em}}";
 
 /// What the page's columns and labels mean: the one glossary (`judgement::glossary`), which
@@ -97,17 +48,14 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     if let Some(why) = &input.incomplete {
         let _ = write!(h, "<p class=\"banner\" id=\"incomplete\"><b>Incomplete run</b>: {}.</p>", esc(why));
     }
-    h.push_str(&run_metadata(s));
-    if !input.files.is_empty() {
-        h.push_str("<p id=\"files\">Data: ");
-        let links: Vec<String> = input.files.iter().map(|f| format!("<a href=\"{0}\">{0}</a>", esc(f))).collect();
-        h.push_str(&links.join(" · "));
-        h.push_str("</p>");
+    // The answer first; everything it rests on below it, by workload, then the run's details.
+    h.push_str(&super::glance::answer(s));
+    let mut shown = vec![false; plots.len()];
+    for w in workload_names(s) {
+        h.push_str(&by_workload(s, &w, plots, &mut shown));
     }
     h.push_str(&checks_matrix(&input.verdicts));
     h.push_str(&format!("<p id=\"resource\">{}</p>", esc(&super::text::resource_line(s))));
-    h.push_str(&ap_cp(s));
-    h.push_str(&workloads(s));
     h.push_str(&anomalies(s));
     h.push_str(&properties(s));
     h.push_str(&cost(s));
@@ -121,9 +69,18 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     }
     h.push_str(&scenarios(s));
     h.push_str(&hits(s));
-    h.push_str("<h2>Plots</h2>");
-    for (title, path) in plots {
-        let _ = write!(h, "<h3>{}</h3><img src=\"{}\" alt=\"{}\">", esc(title), esc(&path.to_string_lossy()), esc(title));
+    if shown.iter().any(|x| !x) {
+        h.push_str("<h2>Plots</h2>");
+    }
+    for ((title, path), _) in plots.iter().zip(&shown).filter(|(_, s)| !**s) {
+        h.push_str(&figure(title, path));
+    }
+    h.push_str(&run_metadata(s));
+    if !input.files.is_empty() {
+        h.push_str("<p id=\"files\">Data: ");
+        let links: Vec<String> = input.files.iter().map(|f| format!("<a href=\"{0}\">{0}</a>", esc(f))).collect();
+        h.push_str(&links.join(" · "));
+        h.push_str("</p>");
     }
     h.push_str("<h2>Glossary</h2><dl id=\"glossary\">");
     for (k, v) in glossary() {
@@ -134,6 +91,58 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     h.push_str(&evidence(&input.verdicts, excerpts));
     h.push_str("</body></html>\n");
     h
+}
+
+fn figure(title: &str, path: &std::path::Path) -> String {
+    format!("<h3>{}</h3><img src=\"{}\" alt=\"{}\">", esc(title), esc(&path.to_string_lossy()), esc(title))
+}
+
+/// The workloads in run order.
+fn workload_names(s: &Summary) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for w in s.backends.iter().flat_map(|b| &b.workloads) {
+        if !names.contains(&w.name) {
+            names.push(w.name.clone());
+        }
+    }
+    names
+}
+
+/// One workload's section: its plan, its AP / CP and workload tables (the same tables, over
+/// this workload's phases only), and its own charts (marked `shown`).
+fn by_workload(s: &Summary, name: &str, plots: &[(String, PathBuf)], shown: &mut [bool]) -> String {
+    let mut only = s.clone();
+    for b in &mut only.backends {
+        b.workloads.retain(|w| w.name == name);
+    }
+    let phases: Vec<&WorkloadSummary> = only.backends.iter().flat_map(|b| &b.workloads).collect();
+    let n: u64 = phases.iter().map(|w| w.acquired).sum();
+    let plan = phases.first().map(|w| {
+        format!(
+            "{} clients, {} key(s), hold {}, {:.0} s measured per phase; {} phase(s), n = {n} acquisitions in all.",
+            w.clients,
+            w.keys,
+            if w.hold.is_empty() { "?" } else { &w.hold },
+            w.measured_s,
+            phases.len()
+        )
+    });
+    let mut h = format!("<h2 id=\"workload-{0}\">Workload {0}</h2><p>{1}</p>", esc(name), esc(&plan.unwrap_or_default()));
+    h.push_str(&demote(&ap_cp(&only)));
+    h.push_str(&demote(&workloads(&only)));
+    for (i, (title, path)) in plots.iter().enumerate() {
+        let file = path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+        if file == format!("throughput-{name}.svg") || file == format!("scaling-{name}.svg") {
+            shown[i] = true;
+            h.push_str(&figure(title, path));
+        }
+    }
+    h
+}
+
+/// A section's headings one level down, under its workload's.
+fn demote(html: &str) -> String {
+    html.replace("<h2", "<h3").replace("</h2>", "</h3>")
 }
 
 /// The run's metadata: status, times, command, build, target, machine, servers, plan.
@@ -314,61 +323,6 @@ fn scenarios(s: &Summary) -> String {
         );
     }
     h.push_str("</table></div>");
-    h
-}
-
-/// Each phase's checkers, their answers and the evidence they name (linked below).
-fn checks(verdicts: &[SegmentVerdict]) -> String {
-    let mut h = String::from("<h2>Checks</h2>");
-    if verdicts.is_empty() {
-        h.push_str("<p>No history was kept for this run, so only the resource's counts above speak for safety.</p>");
-    }
-    let mut anchored = std::collections::HashSet::new();
-    for (i, v) in verdicts.iter().enumerate() {
-        let anchor = if anchored.insert(v.backend.clone()) { format!(" id=\"checks-{}\"", esc(&v.backend)) } else { String::new() };
-        let _ = write!(h, "<h3{anchor}><span id=\"seg-{i}\"></span>{} {}: <span class=\"{}\">{}</span></h3><ul>", esc(&v.backend), esc(&v.workload), validity_class(v.valid), v.valid);
-        for r in &v.results {
-            let _ = write!(h, "<li><b>{}</b> <span class=\"{}\">{}</span>: {}", esc(&r.checker), validity_class(r.valid), r.valid, esc(&r.message));
-            if !r.evidence.is_empty() {
-                h.push_str("<ul>");
-                for (j, e) in r.evidence.iter().enumerate() {
-                    let id = format!("ev-{i}-{}-{j}", r.checker);
-                    let _ = write!(h, "<li><a href=\"#{id}\">{}</a></li>", esc(&e.what));
-                }
-                h.push_str("</ul>");
-            }
-            h.push_str("</li>");
-        }
-        h.push_str("</ul>");
-    }
-    h
-}
-
-/// Evidence: the operations the checks name, quoted from the history.
-fn evidence(verdicts: &[SegmentVerdict], excerpts: &Excerpts) -> String {
-    let mut h = String::new();
-    let mut any = false;
-    for (i, v) in verdicts.iter().enumerate() {
-        for r in &v.results {
-            for (j, e) in r.evidence.iter().enumerate() {
-                if !any {
-                    h.push_str("<h2>Evidence</h2><p>Operations named by the checks, and the history records around them (from <a href=\"history.jsonl\">history.jsonl</a>).</p>");
-                    any = true;
-                }
-                let id = format!("ev-{i}-{}-{j}", r.checker);
-                let _ = write!(h, "<h4 id=\"{id}\">{} {} &middot; {}: {}</h4><ul>", esc(&v.backend), esc(&v.workload), esc(&r.checker), esc(&e.what));
-                for op in &e.ops {
-                    let _ = write!(h, "<li>{}</li>", esc(&op.to_string()));
-                }
-                h.push_str("</ul>");
-                if let Some(lines) = excerpts.get(&(i, r.checker.clone(), j)) {
-                    if !lines.is_empty() {
-                        let _ = write!(h, "<pre>{}</pre>", esc(&lines.join("\n")));
-                    }
-                }
-            }
-        }
-    }
     h
 }
 

@@ -3,6 +3,8 @@
 //! summary and history.
 
 mod calibration;
+mod evidence;
+mod glance;
 mod html;
 mod partial;
 pub mod plots;
@@ -133,7 +135,7 @@ pub fn render(dir: &Path) -> anyhow::Result<PathBuf> {
     let input = load(dir)?;
     let plots = plots::draw_all(dir, &input.summary);
     let page = dir.join("report.html");
-    let evidence = if input.has_history { html::evidence_excerpts(&dir.join("history.jsonl"), &input.verdicts) } else { Default::default() };
+    let evidence = if input.has_history { evidence::evidence_excerpts(&dir.join("history.jsonl"), &input.verdicts) } else { Default::default() };
     let text = html::page(&input, &plots, &evidence);
     crate::util::write_atomic(&page, text.as_bytes()).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", page.display()))?;
     let mut md = text::markdown(&input.summary);

@@ -3,6 +3,7 @@
 //! submodules. Renderers (`report`: the tables, Markdown, HTML, plots; `compare`) read these
 //! types; nothing here renders, and nothing here imports a renderer.
 
+pub mod answer;
 pub mod calibration;
 pub mod usage;
 pub mod scaling;

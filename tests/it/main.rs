@@ -32,6 +32,7 @@ mod peers;
 mod readme;
 mod real_servers;
 mod report;
+mod report_page;
 mod shard;
 mod soak;
 mod tls;
