@@ -53,7 +53,15 @@ pub fn per_acquisition(start: &Snapshot, end: &Snapshot, acquired: u64) -> PerAc
         return PerAcquisition::default();
     }
     let n = acquired as f64;
-    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    // Four significant digits, not three decimals: 0.4 WAL bytes per thousand acquisitions
+    // is 0.0004, not 0.000.
+    let round = |x: f64| {
+        if x == 0.0 || !x.is_finite() {
+            return x;
+        }
+        let scale = 10f64.powi(3 - x.abs().log10().floor() as i32);
+        (x * scale).round() / scale
+    };
     let delta = |a: Option<f64>, b: Option<f64>| Some(round((b? - a?).max(0.0) / n));
     PerAcquisition {
         server_cpu_us: delta(start.server_cpu_us, end.server_cpu_us),
@@ -61,7 +69,9 @@ pub fn per_acquisition(start: &Snapshot, end: &Snapshot, acquired: u64) -> PerAc
         counters: end
             .counters
             .iter()
-            .filter_map(|(k, v)| start.counters.get(k).map(|s| (k.clone(), round((v - s).max(0.0) / n))))
+            // A counter that went down was reset (a server restarted in the window, as
+            // PostgreSQL's pg_stat_wal is after a crash): no figure, rather than a 0.
+            .filter_map(|(k, v)| start.counters.get(k).filter(|s| v >= *s).map(|s| (k.clone(), round((v - s) / n))))
             .collect(),
     }
 }
@@ -240,6 +250,13 @@ mod tests {
         assert_eq!(p.server_cpu_us, Some(40.0));
         assert_eq!(p.dlbench_cpu_us, Some(20.0));
         assert_eq!(p.counters["wal_fsyncs"], 1.0);
+        // A small figure keeps its digits: 4 bytes over 10,000 acquisitions.
+        let a = Snapshot { counters: [("wal_bytes".to_string(), 1000.0)].into(), ..Snapshot::default() };
+        let b = Snapshot { counters: [("wal_bytes".to_string(), 1004.0)].into(), ..Snapshot::default() };
+        assert_eq!(per_acquisition(&a, &b, 10_000).counters["wal_bytes"], 0.0004);
+        assert_eq!(per_acquisition(&a, &b, 3).counters["wal_bytes"], 1.333);
+        // Reset by a restart in the window (end below start): not measured, never 0.
+        assert_eq!(per_acquisition(&b, &a, 3).counters.get("wal_bytes"), None);
         let none = Snapshot { server_cpu_us: None, ..a.clone() };
         assert_eq!(per_acquisition(&none, &b, 100).server_cpu_us, None, "not measured stays absent, never 0");
         assert_eq!(per_acquisition(&a, &b, 0), PerAcquisition::default());

@@ -30,19 +30,20 @@ pub fn us(d: Duration) -> u64 {
     (d.as_micros() as u64).clamp(1, MAX_US)
 }
 
-/// Under this many µs a latency is printed in µs: as milliseconds it would read 0.00.
-pub const MICROS_BELOW: u64 = 10;
-
-/// A latency in a column headed "ms": milliseconds with two decimals, or, under 10 µs, the
-/// µs with their unit (`4 µs`). Every table (terminal, summary.md, report.html) prints
-/// latencies through this.
+/// A latency in a column headed "ms": milliseconds, with two decimals from 0.1 ms and three
+/// under it (`0.004` is 4 µs: the column's unit, never a µs figure in a ms column, never a
+/// `0.00` that reads as nothing). Every table (terminal, summary.md, report.html) prints
+/// latencies through this, percentiles through [`fmt_pct_cell`].
 pub fn fmt_ms_cell(us: u64) -> String {
-    if us < MICROS_BELOW {
-        format!("{us} µs")
+    if us < 100 {
+        format!("{:.3}", us as f64 / 1000.0)
     } else {
         format!("{:.2}", us as f64 / 1000.0)
     }
 }
+
+/// Under this many µs a latency in running text is printed in µs.
+pub const MICROS_BELOW: u64 = 10;
 
 /// A latency in running text, with its unit: `4 µs`, `0.35 ms`, `12.5 ms`, `1.93 s`.
 pub fn fmt_latency(us: u64) -> String {
@@ -54,6 +55,38 @@ pub fn fmt_latency(us: u64) -> String {
         format!("{:.1} ms", us as f64 / 1e3)
     } else {
         format!("{:.2} s", us as f64 / 1e6)
+    }
+}
+
+/// An amount (a count per acquisition, say) with the digits its size needs: `0` for none,
+/// at least two significant digits below one (`0.0004`, `0.012`, never a `0.000` that reads
+/// as nothing), one decimal under 100 where it has one (`1.5`, `12`), whole numbers above.
+pub fn fmt_amount(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return "0".into();
+    }
+    let a = v.abs();
+    let s = if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        // Two significant digits: as many decimals as the leading zeros need, plus two.
+        let decimals = (-a.log10().floor()) as usize + 1;
+        format!("{v:.decimals$}")
+    };
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+}
+
+/// A number of bytes in the unit that fits it: `0.4 bytes`, `312 bytes`, `1.5 KiB`, `12 MiB`.
+pub fn fmt_bytes(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1024.0 * 1024.0 {
+        format!("{} MiB", fmt_amount(v / (1024.0 * 1024.0)))
+    } else if a >= 1024.0 {
+        format!("{} KiB", fmt_amount(v / 1024.0))
+    } else {
+        format!("{} bytes", fmt_amount(v))
     }
 }
 
@@ -341,6 +374,58 @@ impl Percentiles {
     }
 }
 
+/// One percentile of a [`Percentiles`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantile {
+    P50,
+    P90,
+    P99,
+    P999,
+    P9999,
+}
+
+impl Quantile {
+    /// The fewest samples that support the percentile. A quantile q is more than the largest
+    /// sample only when at least one sample lies above it, that is with n >= 1 / (1 - q):
+    /// p90 needs 10, p99 100, p99.9 1,000, p99.99 10,000 (below that HdrHistogram's value
+    /// is the maximum itself: "p99 = p99.9 = max" from 48 samples). The median needs one.
+    pub fn min_samples(self) -> u64 {
+        match self {
+            Quantile::P50 => 1,
+            Quantile::P90 => 10,
+            Quantile::P99 => 100,
+            Quantile::P999 => 1_000,
+            Quantile::P9999 => 10_000,
+        }
+    }
+}
+
+impl Percentiles {
+    /// The value at `q`, when the samples support it ([`Quantile::min_samples`]).
+    pub fn at(&self, q: Quantile) -> Option<u64> {
+        if self.count < q.min_samples() {
+            return None;
+        }
+        Some(match q {
+            Quantile::P50 => self.p50,
+            Quantile::P90 => self.p90,
+            Quantile::P99 => self.p99,
+            Quantile::P999 => self.p999,
+            Quantile::P9999 => self.p9999,
+        })
+    }
+}
+
+/// A percentile in a column headed "ms" ([`fmt_ms_cell`]): `-` without samples, and `-` with
+/// the sample count (`- (n=48)`) where too few samples support it ([`Quantile::min_samples`]).
+pub fn fmt_pct_cell(p: &Percentiles, q: Quantile) -> String {
+    match p.at(q) {
+        Some(v) => fmt_ms_cell(v),
+        None if p.count == 0 => "-".into(),
+        None => format!("- (n={})", p.count),
+    }
+}
+
 /// The percentile spectrum (HdrHistogram's "percentile distribution"), for plots.
 pub fn spectrum(h: &Histogram<u64>) -> Vec<(f64, u64)> {
     if h.is_empty() {
@@ -352,15 +437,57 @@ pub fn spectrum(h: &Histogram<u64>) -> Vec<(f64, u64)> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn latencies_under_10us_print_in_us() {
-        assert_eq!(fmt_ms_cell(4), "4 µs");
-        assert_eq!(fmt_ms_cell(9), "9 µs");
-        assert_eq!(fmt_ms_cell(10), "0.01");
+    fn latency_cells_stay_in_their_columns_unit() {
+        assert_eq!(fmt_ms_cell(1), "0.001", "a ms column shows ms, never \"1 µs\"");
+        assert_eq!(fmt_ms_cell(4), "0.004");
+        assert_eq!(fmt_ms_cell(15), "0.015");
+        assert_eq!(fmt_ms_cell(100), "0.10");
         assert_eq!(fmt_ms_cell(13_600), "13.60");
         assert_eq!(fmt_latency(1), "1 µs");
         assert_eq!(fmt_latency(350), "0.35 ms");
         assert_eq!(fmt_latency(12_500), "12.5 ms");
         assert_eq!(fmt_latency(1_934_000), "1.93 s");
+    }
+
+    /// The case: "0.000 WAL bytes, 163 WAL syncs" per acquisition.
+    #[test]
+    fn amounts_keep_the_digits_their_size_needs() {
+        assert_eq!(fmt_amount(0.0), "0");
+        assert_eq!(fmt_amount(0.0004), "0.0004");
+        assert_eq!(fmt_amount(0.01234), "0.012");
+        assert_eq!(fmt_amount(0.5), "0.5");
+        assert_eq!(fmt_amount(1.0), "1");
+        assert_eq!(fmt_amount(1.26), "1.3");
+        assert_eq!(fmt_amount(163.2), "163");
+        assert_eq!(fmt_bytes(0.0004), "0.0004 bytes");
+        assert_eq!(fmt_bytes(312.0), "312 bytes");
+        assert_eq!(fmt_bytes(1536.0), "1.5 KiB");
+        assert_eq!(fmt_bytes(12.0 * 1024.0 * 1024.0), "12 MiB");
+    }
+
+    /// The case: 48 acquisitions gave p99 = p99.9 = max (595.97 ms) with no warning.
+    #[test]
+    fn percentiles_past_their_samples_are_a_dash_with_n() {
+        let mut h = new_histogram();
+        for i in 1..=48u64 {
+            h.record(i * 12_000).unwrap();
+        }
+        let p = Percentiles::of(&h);
+        assert_eq!(p.p99, p.max, "the raw figure is the max itself");
+        assert_eq!(fmt_pct_cell(&p, Quantile::P99), "- (n=48)");
+        assert_eq!(fmt_pct_cell(&p, Quantile::P999), "- (n=48)");
+        assert_ne!(fmt_pct_cell(&p, Quantile::P90), "- (n=48)", "48 samples support a p90");
+        assert_eq!(fmt_pct_cell(&p, Quantile::P50), fmt_ms_cell(p.p50));
+        assert_eq!(fmt_pct_cell(&Percentiles::default(), Quantile::P50), "-");
+        // At exactly 100 samples one lies above the p99: shown, and not the max.
+        for i in 49..=100u64 {
+            h.record(i * 12_000).unwrap();
+        }
+        let p = Percentiles::of(&h);
+        assert_eq!(p.at(Quantile::P99), Some(p.p99));
+        assert!(p.p99 < p.max);
+        assert_eq!(fmt_pct_cell(&p, Quantile::P99), fmt_ms_cell(p.p99));
+        assert_eq!(fmt_pct_cell(&p, Quantile::P999), "- (n=100)");
     }
 
     use super::*;

@@ -18,7 +18,7 @@ pub fn workload(p: &PhaseResult) -> WorkloadSummary {
     let service = Percentiles::of(&p.totals.service);
     let wait_timeout_ms = p.workload.wait_timeout.as_millis() as u64;
     let cost = p.cost.as_ref().map(|(a, b)| crate::cost::per_acquisition(a, b, p.totals.acquired)).unwrap_or_default();
-    let steady = steady::assess(&p.timeseries, p.workload.warmup.as_secs_f64(), &acquire, &service, wait_timeout_ms);
+    let steady = steady::assess(&p.timeseries, p.workload.warmup.as_secs_f64(), &acquire, &service, wait_timeout_ms, &p.nemesis);
     WorkloadSummary {
         name: p.workload.name.clone(),
         phase_id: p.phase.clone(),

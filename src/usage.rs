@@ -98,10 +98,12 @@ pub fn summarise(samples: &[Sample]) -> UsageSummary {
 /// One line for the terminal.
 pub fn line(r: &UsageSummary) -> String {
     let servers: f64 = r.servers_mb.values().map(|t| t.peak).sum();
-    // A slope over a minute, scaled to an hour, says nothing: only long runs show a trend.
-    let growth = match r.harness_rss_mb.growth_pct_per_hour {
-        Some(g) if r.seconds >= 600.0 => format!(", {g:+.1}%/h after {:.0}s", r.warmup_s),
-        _ => " (run too short for a growth trend)".to_string(),
+    // A slope over a minute, scaled to an hour, says nothing: only long runs show a trend
+    // (the one rule, `UsageSummary::growth`, the page's too).
+    let growth = match (r.growth(&r.harness_rss_mb), r.no_trend_reason()) {
+        (Some((_, Some(g))), _) => format!(", {g:+.1}%/h after {:.0}s", r.warmup_s),
+        (_, Some(why)) => format!(" ({why})"),
+        _ => " (no growth trend: too few samples after the warm-up)".to_string(),
     };
     // Servers this process cannot see (another host, container or cgroup) are said so, not
     // summed to a "0 MiB".
@@ -317,6 +319,16 @@ mod tests {
         assert!(t.growth_pct_per_hour.unwrap() > 40.0, "{t:?}");
         // Too few samples after the warm-up: no slope claimed.
         assert_eq!(trend(&leak[..20], 15.0).growth_per_hour, None);
+    }
+
+    /// The terminal line asks the same rule as the page (`UsageSummary::growth`).
+    #[test]
+    fn the_terminal_shows_growth_only_from_long_runs() {
+        let t = Trend { peak: 44.0, growth_per_hour: Some(3145.8), growth_pct_per_hour: Some(7489.9), ..Trend::default() };
+        let usage = |seconds: f64| UsageSummary { seconds, harness_rss_mb: t.clone(), ..UsageSummary::default() };
+        assert!(line(&usage(49.0)).contains("run too short for a growth trend"), "{}", line(&usage(49.0)));
+        assert!(!line(&usage(49.0)).contains("7489.9"));
+        assert!(line(&usage(3600.0)).contains("+7489.9%/h"), "{}", line(&usage(3600.0)));
     }
 
     #[test]

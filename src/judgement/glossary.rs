@@ -7,6 +7,7 @@
 use std::sync::OnceLock;
 
 use super::{AVAILABLE_RATIO, DEGRADED_RATIO, WEAK_EXPOSURE};
+use crate::stats::Quantile;
 
 /// The sections, in order, each with its terms.
 pub const SECTIONS: [&str; 5] = ["The run table", "Verdicts", "Faults and the AP / CP table", "Checks and anomalies", "compare"];
@@ -17,7 +18,7 @@ pub fn entries() -> Vec<(usize, &'static str, String)> {
     let (avail, degraded) = (pct(AVAILABLE_RATIO), pct(DEGRADED_RATIO));
     vec![
         (0, "acq/s", "successful acquisitions per second in the measured window (warm-up excluded)".into()),
-        (0, "p50 / p99 / p99.9", "acquire latency of the successful acquires in the measured window, from the call (in an open loop: from when it was due) to the lock being held, from an HDR histogram; timed-out and failed acquires keep latency series of their own in summary.json (timeout_latency_us, error_latency_us)".into()),
+        (0, "p50 / p99 / p99.9", format!("acquire latency of the successful acquires in the measured window, from the call (in an open loop: from when it was due) to the lock being held, from an HDR histogram; timed-out and failed acquires keep latency series of their own in summary.json (timeout_latency_us, error_latency_us). A percentile is shown only where at least one acquisition lies above it (p99 from {} acquisitions, p99.9 from {}); below that it reads \"-\" with the number n, since the figure would be the maximum itself", Quantile::P99.min_samples(), Quantile::P999.min_samples())),
         (0, "handoff p50", "median time from one holder's release to the next holder's grant of the same key; \"-\" when no client ever waited".into()),
         (0, "fair", "Jain's fairness index of acquisitions across clients: 1 is perfectly even, 1/clients is one client taking everything".into()),
         (0, "errors", "operations that failed for a reason other than a contended lock (its wait timeout, or a try-lock finding the key held): acquires refused by an unreachable server, a lost session or an unknown outcome, releases that failed (one that found the lock already gone included), and clients that could not connect; counted over the whole phase, warm-up included. Wait timeouts and acquires cut short by dlbench (Ctrl-C, the end-of-phase drain) are counted apart (timeouts, cancelled in summary.json)".into()),
@@ -45,7 +46,7 @@ pub fn entries() -> Vec<(usize, &'static str, String)> {
         (2, "claims", "the class the design promises (CP: consistent under partition, at the cost of availability; AP: available, at the cost of safety)".into()),
         (2, "observed", "the class the faults that took effect showed: CP (no two holders, not available: degraded or unavailable), CP+A (no two holders and available), AP (two holders and available), neither (two holders, not available), unknown (a checker could not decide); marked (contradicts) when a CP claim let two holders in; not tested when no fault took effect".into()),
         (3, "valid / invalid / unknown", "a checker's answer; unknown means the history could not decide (no evidence either way)".into()),
-        (3, "anomaly", "a flag from the per-second series: seconds with no acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that never settled".into()),
+        (3, "anomaly", "a flag from the per-second series: seconds with no acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that never settled. Seconds inside a fault window, and after its heal until the rate came back, are not judged: a rate that fell there is the fault's effect (see avail), not an anomaly".into()),
         (4, "improved / unchanged / regressed", "compare's word for one metric of one backend · workload · client count: with 3 or more runs per side a change counts when the medians differ by more than the metric's threshold and a one-sided Mann-Whitney U test, after Holm's adjustment over the comparison, says so; with fewer runs the thresholds alone decide".into()),
         (4, "regressed (safety)", "a new overlap or lost update, or a safety verdict turning worse: a regression whatever the thresholds".into()),
     ]

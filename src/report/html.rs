@@ -11,6 +11,7 @@ use super::evidence::{checks, evidence, validity_class, Excerpts};
 use crate::checker::SegmentVerdict;
 use crate::judgement;
 use crate::stats::fmt_ms_cell as ms;
+use crate::stats::{fmt_pct_cell as pct, Quantile};
 use crate::summary::calibration::Calibration;
 use crate::summary::{BackendSummary, Summary, WorkloadSummary};
 
@@ -246,6 +247,9 @@ fn ap_cp(s: &Summary) -> String {
 
 /// The per-workload table, grouped by family.
 fn workloads(s: &Summary) -> String {
+    if s.backends.iter().all(|b| b.failure.is_none() && b.workloads.is_empty()) {
+        return String::new();
+    }
     let mut h = String::from("<h2>Workloads</h2><div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>clients</th><th>keys</th><th>acq/s</th><th>p50 ms</th>\
                 <th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>handoff p50 ms</th><th>fair</th><th>errors</th><th>overlaps</th>\
                 <th>lost upd</th><th>stale tok</th><th>checks</th><th>verdict</th><th>flags</th></tr>");
@@ -270,11 +274,11 @@ fn workloads(s: &Summary) -> String {
                 w.clients,
                 w.keys,
                 w.ops_per_sec,
-                ms(l.p50),
-                ms(l.p99),
-                ms(l.p999),
-                ms(l.max),
-                if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
+                pct(l, Quantile::P50),
+                pct(l, Quantile::P99),
+                pct(l, Quantile::P999),
+                if l.count > 0 { ms(l.max) } else { "-".into() },
+                pct(&w.handoff_latency_us, Quantile::P50),
                 w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
                 w.errors,
                 w.counts.overlaps,
@@ -289,15 +293,20 @@ fn workloads(s: &Summary) -> String {
 
 /// The anomaly flags, or a line saying there were none.
 fn anomalies(s: &Summary) -> String {
+    if s.backends.iter().all(|b| b.workloads.is_empty()) {
+        return String::new();
+    }
     let flags = super::text::anomalies(s);
+    let scope = if s.faults_applied() { format!("<p>{}</p>", esc(super::text::FAULT_SECONDS_NOTE)) } else { String::new() };
     if flags.is_empty() {
-        return "<p id=\"anomalies\">No anomaly flagged: no second without an acquisition, no max over 10x the p99, no stall past the wait timeout, every rate settled.</p>".into();
+        return format!("<p id=\"anomalies\">No anomaly flagged: no second without an acquisition, no max over 10x the p99, no stall past the wait timeout, every rate settled.</p>{scope}");
     }
     let mut h = String::from("<h2 id=\"anomalies\">Anomalies</h2><p>Flags from each phase's per-second series (criteria in docs/results-and-compare.md, <i>Steady state and anomalies</i>):</p><ul>");
     for f in &flags {
         let _ = write!(h, "<li class=\"unknown\">{}</li>", esc(f));
     }
     h.push_str("</ul>");
+    h.push_str(&scope);
     h
 }
 
@@ -381,11 +390,14 @@ fn resources(r: &crate::summary::usage::UsageSummary, soak: Option<&crate::summa
             let _ = write!(h, "<p class=\"invalid\">{}</p>", esc(f));
         }
     }
+    let trends = match r.no_trend_reason() {
+        Some(why) => format!("No growth is shown: {}.", esc(&why)),
+        None => format!("Trends leave out the first {:.0} s; growth is the least-squares slope after the warm-up.", r.warmup_s),
+    };
     let _ = write!(
         h,
-        "<p>{} samples over {:.0} s, one a second (<a href=\"resources.jsonl\">resources.jsonl</a>); trends leave out the first {:.0} s. \
-         Growth is the least-squares slope after the warm-up.</p>",
-        r.samples, r.seconds, r.warmup_s
+        "<p>{} samples over {:.0} s, one a second (<a href=\"resources.jsonl\">resources.jsonl</a>). {trends}</p>",
+        r.samples, r.seconds
     );
     h.push_str("<div class=\"scroll\"><table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after warm-up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
     let row = |h: &mut String, name: &str, t: &crate::summary::usage::Trend| {
@@ -397,8 +409,8 @@ fn resources(r: &crate::summary::usage::UsageSummary, soak: Option<&crate::summa
             t.peak,
             t.last,
             t.mean,
-            t.growth_per_hour.map(|g| format!("{g:+.1}")).unwrap_or_else(|| "-".into()),
-            t.growth_pct_per_hour.map(|g| format!("{g:+.1}%")).unwrap_or_else(|| "-".into())
+            r.growth(t).map(|(g, _)| format!("{g:+.1}")).unwrap_or_else(|| "-".into()),
+            r.growth(t).and_then(|(_, p)| p).map(|g| format!("{g:+.1}%")).unwrap_or_else(|| "-".into())
         );
     };
     row(&mut h, "dlbench RSS (MiB)", &r.harness_rss_mb);

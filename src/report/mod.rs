@@ -10,6 +10,8 @@ mod partial;
 pub mod plots;
 mod tables;
 pub mod text;
+#[cfg(test)]
+mod tests_numbers;
 
 use std::path::{Path, PathBuf};
 

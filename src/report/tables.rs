@@ -138,9 +138,36 @@ pub fn properties_rows(s: &Summary) -> Vec<[String; 7]> {
                 None => format!("not measured: {}", p.errors.join("; ")),
             });
             let re = p.map_or_else(unmeasured, |p| p.reentrancy.clone().unwrap_or_else(|| format!("not measured: {}", p.errors.join("; "))));
-            [family(b).to_string(), b.name.clone(), verdict_cell(b.verdict.as_ref()), format!("{:.0}", b.ops_per_sec), avail, expiry, re]
+            [family(b).to_string(), b.name.clone(), verdict_cell(b.verdict.as_ref()), workload_rates(b), avail, expiry, re]
         })
         .collect()
+}
+
+/// A backend's acquisition rate, one figure per workload, each labelled with its workload
+/// when there is more than one: rates of different workloads never pooled into one mean
+/// (hot-key's 221/s and many-keys' 3008/s are not "1614"). Repeats of a workload give their
+/// mean, said so.
+pub(crate) fn workload_rates(b: &BackendSummary) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for w in &b.workloads {
+        if !names.contains(&w.name.as_str()) {
+            names.push(&w.name);
+        }
+    }
+    let cells: Vec<String> = names
+        .iter()
+        .map(|n| {
+            let rates: Vec<f64> = b.workloads.iter().filter(|w| w.name == *n).map(|w| w.ops_per_sec).collect();
+            let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+            let reps = if rates.len() > 1 { format!(", mean of {}", rates.len()) } else { String::new() };
+            match (names.len(), reps.is_empty()) {
+                (1, true) => format!("{mean:.0}"),
+                (1, false) => format!("{mean:.0} ({})", &reps[2..]),
+                _ => format!("{mean:.0} ({n}{reps})"),
+            }
+        })
+        .collect();
+    if cells.is_empty() { "-".into() } else { cells.join(", ") }
 }
 
 pub const SHARD_HEADER: [&str; 8] = ["shard", "run", "clients", "acq/s", "acquired", "driver lag p99 ms", "window starts +ms", "clock offset ms"];
@@ -175,6 +202,27 @@ pub const COST_HEADER: [&str; 7] = ["backend", "workload", "clients", "acq/s", "
 /// What the server columns say where dlbench did not start the servers.
 pub const NOT_LOCAL: &str = "not measured: not the local target";
 
+/// What the server CPU column says where a server was restarted in the window.
+const RESTARTED: &str = "- (server restarted)";
+
+/// The fault that restarted a server in a phase's window (a kill, a failover), if one did:
+/// the killed processes' CPU went with them and the servers' counters started again, so
+/// the server's cost over that window is not a figure.
+fn restarted_in(w: &crate::summary::WorkloadSummary) -> Option<String> {
+    w.faults_applied().into_iter().find(|f| f.starts_with("kill") || f.starts_with("failover"))
+}
+
+/// One server counter per acquisition in the unit that fits it: bytes as bytes, KiB or MiB,
+/// counts with the digits their size needs (`0.0004 WAL bytes` is never `0.000`).
+fn counter_cell(name: &str, v: f64) -> String {
+    let bytes = crate::stats::fmt_bytes(v);
+    match name {
+        "wal_bytes" => format!("{bytes} of WAL"),
+        "net_bytes" => format!("{bytes} on the wire"),
+        _ => format!("{} {}", crate::stats::fmt_amount(v), counter_label(name)),
+    }
+}
+
 fn counter_label(name: &str) -> &str {
     match name {
         "wal_fsyncs" => "WAL fsyncs",
@@ -195,16 +243,20 @@ pub fn cost_rows(s: &Summary) -> Vec<[String; 7]> {
             if w.dlbench_cpu_us_per_acq.is_none() && w.server_cpu_us_per_acq.is_none() {
                 continue;
             }
+            let restarted = restarted_in(w);
             let server = match w.server_cpu_us_per_acq {
+                Some(_) if restarted.is_some() => RESTARTED.into(),
                 Some(v) => format!("{v:.1}"),
                 None if b.name == "memory" => "- (no server)".into(),
                 None if !local => NOT_LOCAL.into(),
                 None => "-".into(),
             };
-            let counters = if w.server_counters_per_acq.is_empty() {
+            let counters = if let Some(f) = restarted.filter(|_| !w.server_counters_per_acq.is_empty()) {
+                format!("- (restarted by {f}: counters started again)")
+            } else if w.server_counters_per_acq.is_empty() {
                 if local || b.name == "memory" { "-".to_string() } else { NOT_LOCAL.to_string() }
             } else {
-                w.server_counters_per_acq.iter().map(|(k, v)| format!("{} {}", if *v >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") }, counter_label(k))).collect::<Vec<_>>().join(", ")
+                w.server_counters_per_acq.iter().map(|(k, v)| counter_cell(k, *v)).collect::<Vec<_>>().join(", ")
             };
             rows.push([
                 b.name.clone(),
@@ -226,7 +278,9 @@ pub const COST_NOTE: &str = "Over each phase's measured window, divided by its s
      (from /proc), measured on the local target only, where dlbench started the servers. \
      dlbench CPU: this process over the same window, for comparison. Counters: what each server reports \
      cheaply (etcd WAL fsyncs from /metrics, summed over its nodes; PostgreSQL pg_stat_wal bytes and syncs; \
-     Redis and Redlock INFO total_net_input_bytes + total_net_output_bytes, summed over the nodes).";
+     Redis and Redlock INFO total_net_input_bytes + total_net_output_bytes, summed over the nodes). \
+     Where a fault restarted a server in the window (kill, failover), the server's figures are not given: the killed \
+     processes' CPU left with them and its counters started again.";
 
 /// The scaling table's columns.
 pub const SCALING_HEADER: [&str; 8] = ["backend", "workload", "clients", "acq/s", "p99 ms", "dlbench peak RSS MiB", "server CPU µs/acq", "knee"];

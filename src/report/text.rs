@@ -8,6 +8,7 @@ use super::tables::{cost_rows, COST_HEADER, COST_NOTE, SCALING_HEADER, SCALING_N
 use super::tables::{properties_rows, shard_rows, PROPERTIES_HEADER, PROPERTIES_NOTE, SHARD_HEADER, SHARD_NOTE};
 use crate::judgement;
 use crate::stats::fmt_ms_cell as ms;
+use crate::stats::{fmt_pct_cell as pct, Quantile};
 use crate::summary::calibration::Calibration;
 use crate::summary::scenario::Hit;
 use crate::summary::{BackendSummary, Summary};
@@ -42,10 +43,10 @@ fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
                 w.clients.to_string(),
                 w.keys.to_string(),
                 format!("{:.0}", w.ops_per_sec),
-                ms(w.acquire_latency_us.p50),
-                ms(w.acquire_latency_us.p99),
-                ms(w.acquire_latency_us.p999),
-                if w.handoff_latency_us.count > 0 { ms(w.handoff_latency_us.p50) } else { "-".into() },
+                pct(&w.acquire_latency_us, Quantile::P50),
+                pct(&w.acquire_latency_us, Quantile::P99),
+                pct(&w.acquire_latency_us, Quantile::P999),
+                pct(&w.handoff_latency_us, Quantile::P50),
                 w.fairness_jain.map(|j| format!("{j:.2}")).unwrap_or_else(|| "-".into()),
                 w.errors.to_string(),
                 w.counts.overlaps.to_string(),
@@ -117,15 +118,31 @@ pub fn anomalies(s: &Summary) -> Vec<String> {
     out
 }
 
-/// `summary.md`: the table and how to read it.
-pub fn markdown(s: &Summary) -> String {
-    let mut out = format!(
-        "# dlbench run {}\n\n{}\n\nTarget: {}. Command: `{}`.\n\n",
-        s.run_id,
-        if s.complete { "Complete." } else { "**Incomplete**: the run was interrupted; figures cover what finished." },
-        s.target,
-        s.command.join(" ")
-    );
+/// Said under the anomalies of a run with faults: what is not judged, and why.
+pub const FAULT_SECONDS_NOTE: &str = "Seconds inside a fault window, and those after its heal until the rate came back, are not \
+judged for anomalies: a rate that fell there is the fault's effect (see availability), not warm-up.";
+
+/// The anomalies section of `summary.md`: the flags, or a line saying there were none.
+fn anomalies_markdown(s: &Summary) -> String {
+    let flags = anomalies(s);
+    let mut out = if flags.is_empty() {
+        "\nNo anomaly flagged (seconds without an acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that had not settled).\n".to_string()
+    } else {
+        let mut out = "\n## Anomalies\n\n".to_string();
+        for f in &flags {
+            out.push_str(&format!("- {f}\n"));
+        }
+        out
+    };
+    if s.faults_applied() {
+        out.push_str(&format!("\n{FAULT_SECONDS_NOTE}\n"));
+    }
+    out
+}
+
+/// The workload table of `summary.md`, how to read it, and the connections each backend used.
+fn workloads_markdown(s: &Summary) -> String {
+    let mut out = String::new();
     out.push_str(&markdown_table(s));
     // The columns' meanings, from the one glossary.
     out.push('\n');
@@ -143,28 +160,44 @@ pub fn markdown(s: &Summary) -> String {
             conns.join(", ")
         ));
     }
-    out.push_str(&format!("\n## The four properties\n\n{}\n{PROPERTIES_NOTE}\n", properties_table(s)));
+    out
+}
+
+/// `summary.md`: the table and how to read it.
+pub fn markdown(s: &Summary) -> String {
+    let mut out = format!(
+        "# dlbench run {}\n\n{}\n\nTarget: {}. Command: `{}`.\n\n",
+        s.run_id,
+        if s.complete { "Complete." } else { "**Incomplete**: the run was interrupted; figures cover what finished." },
+        s.target,
+        s.command.join(" ")
+    );
+    let has_rows = s.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty());
+    if has_rows {
+        out.push_str(&workloads_markdown(s));
+    } else {
+        // A calibration (or a run stopped before its first phase): no empty tables.
+        out.push_str(if s.calibration.is_some() { "No workload was run: a calibration (its tables are below).\n" } else { "No workload finished: nothing to tabulate.\n" });
+    }
+    let props = properties_table(s);
+    if !props.is_empty() {
+        out.push_str(&format!("\n## The four properties\n\n{props}\n{PROPERTIES_NOTE}\n"));
+    }
     out.push_str(&cost_markdown(s));
     out.push_str(&scaling_markdown(s));
     out.push_str(&shard_markdown(s));
     out.push_str(&hits_markdown(&s.hits));
-    let flags = anomalies(s);
-    if flags.is_empty() {
-        out.push_str("\nNo anomaly flagged (seconds without an acquisition, a max over 10x the p99, a stall past the wait timeout, a rate that had not settled).\n");
-    } else {
-        out.push_str("\n## Anomalies\n\n");
-        for f in &flags {
-            out.push_str(&format!("- {f}\n"));
+    if has_rows {
+        out.push_str(&anomalies_markdown(s));
+        if s.faults_applied() {
+            out.push_str(&format!("\n## {} (per workload)\n\n```\n", judgement::CLASS_HEADING));
+            out.push_str(&ap_cp_table(s));
+            out.push_str("```\n");
+        } else {
+            out.push_str(&format!("\n{}\n", judgement::no_class(s.faults_without_effect())));
         }
+        out.push_str(&format!("\n{}\n", resource_line(s)));
     }
-    if s.faults_applied() {
-        out.push_str(&format!("\n## {} (per workload)\n\n```\n", judgement::CLASS_HEADING));
-        out.push_str(&ap_cp_table(s));
-        out.push_str("```\n");
-    } else {
-        out.push_str(&format!("\n{}\n", judgement::no_class(s.faults_without_effect())));
-    }
-    out.push_str(&format!("\n{}\n", resource_line(s)));
     if !s.versions.is_empty() {
         out.push_str("\nServers: ");
         out.push_str(&s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
@@ -179,6 +212,9 @@ pub fn markdown(s: &Summary) -> String {
 
 /// The four-properties table in Markdown (also what the terminal shows).
 pub fn properties_table(s: &Summary) -> String {
+    if properties_rows(s).is_empty() {
+        return String::new();
+    }
     let mut out = format!("| {} |\n|{}\n", PROPERTIES_HEADER.join(" | "), "---|".repeat(PROPERTIES_HEADER.len()));
     for r in properties_rows(s) {
         out.push_str(&format!("| {} |\n", r.join(" | ")));

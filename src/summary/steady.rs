@@ -19,9 +19,19 @@
 //! - `stall`: no acquisition for longer than the workload's wait timeout, or one call that
 //!   waited longer than the wait timeout (service latency, from the call);
 //! - `unsettled` / `never-settled`: see above.
+//!
+//! **Fault windows.** In a phase with faults that took effect, a rate that falls while a
+//! fault holds is the fault's effect (measured as availability), not warm-up and not an
+//! anomaly. The seconds a fault touched, from its start to its heal, and the seconds after
+//! the heal until the rate was back to [`SLOW_START`] of the steady rate, are left out of
+//! every rate flag. The rest is judged: a slow start before the first fault (`unsettled`,
+//! raise --warmup), a rate under [`SLOW_START`] of the steady rate after it had come back
+//! (`unsettled`, outside the faults), seconds without an acquisition and stalls outside the
+//! faults. The steady rate is the median of the seconds outside the faults.
 
 use serde::{Deserialize, Serialize};
 
+use crate::nemesis::NemesisEvent;
 use crate::stats::{Percentiles, TimePoint};
 
 pub const SETTLE_SECONDS: usize = 3;
@@ -59,8 +69,9 @@ fn flag(kind: &str, detail: String) -> Anomaly {
 use crate::stats::fmt_latency as fmt_ms;
 
 /// Judge one phase: its series (t counts from the phase start, warm-up included), its
-/// warm-up, the acquire and service latency over the measured window, and its wait timeout.
-pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, service: &Percentiles, wait_timeout_ms: u64) -> Assessment {
+/// warm-up, the acquire and service latency over the measured window, its wait timeout, and
+/// its nemesis events (the seconds of faults that took effect are not judged for the rate).
+pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, service: &Percentiles, wait_timeout_ms: u64, faults: &[NemesisEvent]) -> Assessment {
     let mut out = Assessment::default();
     let start = warmup_s.ceil() as u32;
     let mut window: Vec<&TimePoint> = series.iter().filter(|p| p.t >= start).collect();
@@ -68,11 +79,13 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
     if window.len() > 1 {
         window.pop();
     }
-    let rates: Vec<f64> = window.iter().map(|p| p.ok as f64).collect();
     let acquired: u64 = window.iter().map(|p| p.ok).sum();
+    let spans = fault_spans(faults);
+    let excused = excused_seconds(&window, &spans);
+    let judged: Vec<&TimePoint> = window.iter().copied().filter(|p| !excused.contains(&p.t)).collect();
 
     if acquired > 0 {
-        out.anomalies.extend(idle_flags(&window, service, wait_timeout_ms));
+        out.anomalies.extend(idle_flags(&judged, service, wait_timeout_ms));
     }
     if acquire.count > 0 && acquire.max > MAX_FLOOR_US && acquire.max as f64 > acquire.p99 as f64 * MAX_OVER_P99 {
         out.anomalies.push(flag(
@@ -81,12 +94,90 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
         ));
     }
 
+    let rates: Vec<f64> = judged.iter().map(|p| p.ok as f64).collect();
     if rates.len() < MIN_SECONDS_TO_SLOW_START || acquired == 0 {
         out.settled_after_s = if acquired == 0 { None } else { Some(0.0) };
         return out;
     }
-    settling(&rates, &mut out);
+    if spans.is_empty() {
+        settling(&rates, &mut out);
+    } else {
+        settling_around_faults(&window, &judged, &excused, &mut out);
+    }
     out
+}
+
+/// The faults that took effect, as (name, start ms, heal ms; `u64::MAX` when never healed)
+/// from the phase start: a start its own check showed doing nothing, or whose heal's probe
+/// did, opens no window (as `nemesis::effects` counts them).
+pub fn fault_spans(events: &[NemesisEvent]) -> Vec<(String, u64, u64)> {
+    let mut spans = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if e.phase != "start" || crate::nemesis::no_effect(&e.detail) {
+            continue;
+        }
+        let end = events[i + 1..].iter().find(|x| x.f == e.f && x.phase == "end" && x.targets == e.targets);
+        if end.is_some_and(|x| crate::nemesis::no_effect(&x.detail)) {
+            continue;
+        }
+        spans.push((e.f.clone(), e.at_ms, end.map_or(u64::MAX, |x| x.at_ms)));
+    }
+    spans
+}
+
+/// The window's seconds the rate is not judged in: those a fault touched, and after each
+/// heal those until the rate was back: first every second without an acquisition (the
+/// availability's recovery time), then every second under [`SLOW_START`] of the median of
+/// the seconds left.
+fn excused_seconds(window: &[&TimePoint], spans: &[(String, u64, u64)]) -> Vec<u32> {
+    let touched = |t: u32| spans.iter().any(|(_, a, b)| (t as u64) * 1000 < *b && (t as u64 + 1) * 1000 > *a);
+    let mut excused: Vec<u32> = window.iter().map(|p| p.t).filter(|t| touched(*t)).collect();
+    // In order, so a recovery that takes several seconds is followed through them.
+    let follow = |excused: &mut Vec<u32>, down: &dyn Fn(&TimePoint) -> bool| {
+        for i in 1..window.len() {
+            if !excused.contains(&window[i].t) && excused.contains(&window[i - 1].t) && down(window[i]) {
+                excused.push(window[i].t);
+            }
+        }
+    };
+    follow(&mut excused, &|p| p.ok == 0);
+    let mut rest: Vec<f64> = window.iter().filter(|p| !excused.contains(&p.t)).map(|p| p.ok as f64).collect();
+    if rest.is_empty() {
+        return excused;
+    }
+    rest.sort_by(|a, b| a.total_cmp(b));
+    let steady = rest[rest.len() / 2];
+    follow(&mut excused, &|p| (p.ok as f64) < SLOW_START * steady);
+    excused
+}
+
+/// Settling in a phase with faults: the seconds before the first fault for a slow start,
+/// and every judged second after it for a rate that fell outside the faults.
+fn settling_around_faults(window: &[&TimePoint], judged: &[&TimePoint], excused: &[u32], out: &mut Assessment) {
+    let mut sorted: Vec<f64> = judged.iter().map(|p| p.ok as f64).collect();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let steady = sorted[sorted.len() / 2];
+    let low = |p: &&TimePoint| (p.ok as f64) < SLOW_START * steady;
+    let before: Vec<&TimePoint> = window.iter().copied().take_while(|p| !excused.contains(&p.t)).collect();
+    let lead = before.iter().take_while(|p| low(p)).count();
+    out.settled_after_s = Some(lead as f64);
+    if lead > 0 {
+        out.anomalies.push(flag(
+            "unsettled",
+            format!("the first {lead} s of the measured window, before any fault, ran under {:.0}% of the rate outside the faults ({steady:.0}/s); those seconds are in the figures: raise --warmup", SLOW_START * 100.0),
+        ));
+    }
+    let later: Vec<u32> = judged.iter().skip(lead).filter(|p| low(p)).map(|p| p.t).collect();
+    if !later.is_empty() {
+        out.anomalies.push(flag(
+            "unsettled",
+            format!(
+                "the rate fell under {:.0}% of its rate outside the faults ({steady:.0}/s) outside every fault window and its recovery (t = {} s from the phase start)",
+                SLOW_START * 100.0,
+                later.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
 }
 
 /// `zero-seconds` and `stall`, for a window that acquired something.
@@ -101,8 +192,12 @@ fn idle_flags(window: &[&TimePoint], service: &Percentiles, wait_timeout_ms: u64
     }
     let mut run = 0u64;
     let mut longest = 0u64;
+    let mut last: Option<u32> = None;
     for p in window {
-        run = if p.ok == 0 { run + 1 } else { 0 };
+        // Seconds left out (a fault's) break a run: it counts consecutive judged seconds.
+        let follows = last.is_some_and(|l| l + 1 == p.t);
+        run = if p.ok == 0 { if follows { run + 1 } else { 1 } } else { 0 };
+        last = Some(p.t);
         longest = longest.max(run);
     }
     if wait_timeout_ms > 0 && longest * 1000 > wait_timeout_ms {
@@ -181,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_steady_phase_has_no_flag() {
-        let a = assess(&series(&[500, 510, 490, 505, 495, 500, 502, 498, 120]), 0.0, &lat(2000, 5000), &lat(2000, 5000), 5000);
+        let a = assess(&series(&[500, 510, 490, 505, 495, 500, 502, 498, 120]), 0.0, &lat(2000, 5000), &lat(2000, 5000), 5000, &[]);
         assert_eq!(a.anomalies, vec![], "{a:?}");
         assert_eq!(a.settled_after_s, Some(0.0));
     }
@@ -189,7 +284,7 @@ mod tests {
     /// The zookeeper case: a JVM warming up, a second with nothing acquired, a max 30x p99.
     #[test]
     fn a_warming_phase_is_flagged() {
-        let a = assess(&series(&[40, 0, 90, 300, 480, 500, 510, 495, 505, 500, 498, 502, 30]), 0.0, &lat(60_000, 1_900_000), &lat(60_000, 1_900_000), 5000);
+        let a = assess(&series(&[40, 0, 90, 300, 480, 500, 510, 495, 505, 500, 498, 502, 30]), 0.0, &lat(60_000, 1_900_000), &lat(60_000, 1_900_000), 5000, &[]);
         let kinds: Vec<&str> = a.anomalies.iter().map(|a| a.kind.as_str()).collect();
         assert!(kinds.contains(&"zero-seconds"), "{a:?}");
         assert!(kinds.contains(&"max-over-p99"), "{a:?}");
@@ -203,10 +298,10 @@ mod tests {
     /// slow-start test sees it.
     #[test]
     fn a_short_phase_with_a_jvm_start_is_flagged() {
-        let a = assess(&series(&[3, 31, 37, 41, 28, 13]), 0.0, &lat(1_690_000, 1_691_000), &lat(1_690_000, 1_691_000), 10_000);
+        let a = assess(&series(&[3, 31, 37, 41, 28, 13]), 0.0, &lat(1_690_000, 1_691_000), &lat(1_690_000, 1_691_000), 10_000, &[]);
         assert!(a.anomalies.iter().any(|a| a.kind == "unsettled" && a.detail.contains("first 1 s")), "{a:?}");
         assert_eq!(a.settled_after_s, Some(1.0));
-        let steady = assess(&series(&[34, 48, 43, 44, 44, 46]), 0.0, &lat(500_000, 516_000), &lat(500_000, 516_000), 10_000);
+        let steady = assess(&series(&[34, 48, 43, 44, 44, 46]), 0.0, &lat(500_000, 516_000), &lat(500_000, 516_000), 10_000, &[]);
         assert_eq!(steady.anomalies, vec![], "{steady:?}");
         assert_eq!(steady.settled_after_s, Some(0.0));
     }
@@ -214,7 +309,7 @@ mod tests {
     #[test]
     fn warmup_seconds_are_not_judged_and_a_stall_is_named() {
         // Zero in the warm-up (t 0-1) is fine; four zero seconds later, with a 2 s wait timeout, is a stall.
-        let a = assess(&series(&[0, 0, 500, 500, 0, 0, 0, 0, 500, 500, 500, 500, 500, 500, 10]), 2.0, &lat(2000, 3000), &lat(2000, 3000), 2000);
+        let a = assess(&series(&[0, 0, 500, 500, 0, 0, 0, 0, 500, 500, 500, 500, 500, 500, 10]), 2.0, &lat(2000, 3000), &lat(2000, 3000), 2000, &[]);
         let kinds: Vec<&str> = a.anomalies.iter().map(|a| a.kind.as_str()).collect();
         assert!(kinds.contains(&"stall") && kinds.contains(&"zero-seconds"), "{a:?}");
         assert!(a.anomalies[0].detail.contains("t = 4, 5, 6, 7"), "{a:?}");
@@ -222,8 +317,73 @@ mod tests {
 
     #[test]
     fn never_settling_is_said() {
-        let a = assess(&series(&[10, 1000, 10, 1000, 10, 1000, 10, 1000, 10, 1000, 10, 1000, 5]), 0.0, &lat(2000, 3000), &lat(2000, 3000), 5000);
+        let a = assess(&series(&[10, 1000, 10, 1000, 10, 1000, 10, 1000, 10, 1000, 10, 1000, 5]), 0.0, &lat(2000, 3000), &lat(2000, 3000), 5000, &[]);
         assert!(a.anomalies.iter().any(|a| a.kind == "never-settled"), "{a:?}");
         assert_eq!(a.settled_after_s, None);
+    }
+
+    fn fault(f: &str, from_ms: u64, to_ms: u64) -> Vec<NemesisEvent> {
+        let e = |phase: &str, at_ms: u64| NemesisEvent {
+            backend: "etcd".into(),
+            workload: "hot-key".into(),
+            f: f.into(),
+            phase: phase.into(),
+            targets: vec!["etcd-1".into()],
+            at_ms,
+            detail: String::new(),
+        };
+        vec![e("start", from_ms), e("end", to_ms)]
+    }
+
+    /// The case: a fault run whose rate dropped to nothing while the leader was
+    /// killed got "never-settled" / "unsettled ... raise --warmup". The dip inside the fault
+    /// window (and the second of recovery after the heal) is the fault's, not an anomaly.
+    #[test]
+    fn a_rate_that_falls_inside_a_fault_window_is_not_an_anomaly() {
+        let ok = [220, 230, 225, 0, 0, 0, 40, 221, 219, 223, 0, 0, 230, 225, 224, 10];
+        let faults: Vec<NemesisEvent> = [fault("kill:leader", 3_000, 6_000), fault("pause", 10_000, 11_900)].concat();
+        let a = assess(&series(&ok), 0.0, &lat(2000, 5000), &lat(2000, 5000), 1000, &faults);
+        assert_eq!(a.anomalies, vec![], "{a:?}");
+        assert_eq!(a.settled_after_s, Some(0.0));
+        // The same series without its fault log is flagged, as it should be.
+        let blind = assess(&series(&ok), 0.0, &lat(2000, 5000), &lat(2000, 5000), 1000, &[]);
+        assert!(blind.anomalies.iter().any(|a| a.kind == "zero-seconds"), "{blind:?}");
+        assert!(blind.anomalies.iter().any(|a| a.kind == "stall"), "{blind:?}");
+    }
+
+    /// Measured (postgres, `--nemesis kill:leader,pause,partition --nemesis-interval 3s`,
+    /// warm-up 1 s): no acquisition from the kill until 5 s after the pause healed. The
+    /// seconds after the heal without an acquisition are its recovery (the availability's
+    /// figure), not "zero-seconds".
+    #[test]
+    fn a_slow_recovery_after_a_heal_is_the_faults() {
+        let faults: Vec<NemesisEvent> = [fault("kill:leader", 2_543, 4_067), fault("pause", 5_569, 7_070)].concat();
+        let a = assess(&series(&[28, 14, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11]), 1.0, &lat(2000, 5000), &lat(2000, 5000), 5000, &faults);
+        assert_eq!(a.anomalies, vec![], "{a:?}");
+    }
+
+    /// A fault shown to have done nothing opens no window: its seconds are judged.
+    #[test]
+    fn a_fault_without_effect_excuses_nothing() {
+        let ok = [220, 230, 225, 0, 0, 0, 221, 219, 223, 230, 225, 224, 10];
+        let mut faults = fault("partition", 3_000, 6_000);
+        faults[1].detail = "checked: NOT dropped any traffic".into();
+        let a = assess(&series(&ok), 0.0, &lat(2000, 5000), &lat(2000, 5000), 1000, &faults);
+        assert!(a.anomalies.iter().any(|a| a.kind == "zero-seconds"), "{a:?}");
+    }
+
+    /// Outside the faults the rate is still judged: a slow start before the first fault
+    /// blames warm-up, a drop well after a heal is flagged as outside the faults.
+    #[test]
+    fn an_unsettled_rate_outside_the_faults_is_still_flagged() {
+        let faults = fault("kill:leader", 4_000, 6_000);
+        let slow = assess(&series(&[20, 60, 220, 230, 0, 0, 225, 221, 219, 223, 230, 225, 10]), 0.0, &lat(2000, 5000), &lat(2000, 5000), 5000, &faults);
+        let u: Vec<&Anomaly> = slow.anomalies.iter().filter(|a| a.kind == "unsettled").collect();
+        assert_eq!(u.len(), 1, "{slow:?}");
+        assert!(u[0].detail.contains("first 2 s") && u[0].detail.contains("before any fault") && u[0].detail.contains("raise --warmup"), "{u:?}");
+        let later = assess(&series(&[220, 230, 225, 220, 0, 0, 225, 221, 219, 60, 50, 225, 10]), 0.0, &lat(2000, 5000), &lat(2000, 5000), 5000, &faults);
+        let u: Vec<&Anomaly> = later.anomalies.iter().filter(|a| a.kind == "unsettled").collect();
+        assert_eq!(u.len(), 1, "{later:?}");
+        assert!(u[0].detail.contains("outside every fault window") && u[0].detail.contains("t = 9, 10 s") && !u[0].detail.contains("warmup"), "{u:?}");
     }
 }

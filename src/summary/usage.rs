@@ -41,3 +41,46 @@ pub struct UsageSummary {
     /// Each server's memory (PSS over its process group), MiB, by node name.
     pub servers_mb: BTreeMap<String, Trend>,
 }
+
+/// The shortest run whose growth trends are shown: a slope over a minute, scaled to an hour,
+/// says nothing (a 49 s run's "+7489.9% / hour" is noise). The terminal, summary.md and the
+/// page all ask [`UsageSummary::growth`], so they show a trend from the same length on.
+pub const TREND_MIN_S: f64 = 600.0;
+
+impl UsageSummary {
+    /// Whether the run was long enough to show growth trends ([`TREND_MIN_S`]).
+    pub fn long_enough_for_trends(&self) -> bool {
+        self.seconds >= TREND_MIN_S
+    }
+
+    /// A series' growth per hour (in its unit, and in percent of its mean), when the run was
+    /// long enough ([`TREND_MIN_S`]) and the series had the samples for a slope.
+    pub fn growth(&self, t: &Trend) -> Option<(f64, Option<f64>)> {
+        if !self.long_enough_for_trends() {
+            return None;
+        }
+        t.growth_per_hour.map(|g| (g, t.growth_pct_per_hour))
+    }
+
+    /// Why no growth is shown, in a few words, when none is.
+    pub fn no_trend_reason(&self) -> Option<String> {
+        (!self.long_enough_for_trends()).then(|| format!("run too short for a growth trend: {:.0} s, trends from {:.0} min", self.seconds, TREND_MIN_S / 60.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The case: a 49 s run whose etcd node's slope scaled to +7489.9% an hour.
+    #[test]
+    fn short_runs_show_no_growth_anywhere() {
+        let t = Trend { growth_per_hour: Some(120.0), growth_pct_per_hour: Some(7489.9), ..Trend::default() };
+        let short = UsageSummary { seconds: 49.0, servers_mb: [("etcd-1".to_string(), t.clone())].into(), ..UsageSummary::default() };
+        assert_eq!(short.growth(&t), None);
+        assert!(short.no_trend_reason().unwrap().contains("too short"));
+        let long = UsageSummary { seconds: TREND_MIN_S, ..short };
+        assert_eq!(long.growth(&t), Some((120.0, Some(7489.9))));
+        assert_eq!(long.no_trend_reason(), None);
+    }
+}
