@@ -3,7 +3,8 @@
 //! counters in units that fit, rates per workload (never pooled), growth trends only from
 //! runs long enough, no empty tables.
 
-use super::html::{page, Excerpts};
+use super::evidence::Excerpts;
+use super::html::page;
 use super::text::{markdown, properties_table, table};
 use super::Input;
 use crate::judgement::FencingMode;

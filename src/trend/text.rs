@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{Flag, Step, Trend};
-use crate::judgement::{Change, NOTHING_DETECTABLE, NO_REGRESSION, REGRESSIONS};
+use crate::judgement::{regressions, Change, NOTHING_DETECTABLE, NO_REGRESSION};
 
 /// A flag as one phrase: "memory · hot-key ops_per_sec regressed (-50.0%)".
 pub fn flag_phrase(f: &Flag) -> String {
@@ -20,9 +20,9 @@ pub fn conclusion(s: &Step) -> String {
     let improved = s.flags.iter().filter(|f| f.verdict == Change::Improved).count();
     let better = if improved > 0 { format!(", {improved} improved") } else { String::new() };
     if s.regressions > 0 {
-        format!("{} {REGRESSIONS}{better}", s.regressions)
+        format!("{}{better}", regressions(s.regressions))
     } else if !s.detectable {
-        format!("{NOTHING_DETECTABLE} ({} sample(s) a side){better}", s.min_samples)
+        format!("{NOTHING_DETECTABLE} ({} sample{} a side){better}", s.min_samples, if s.min_samples == 1 { "" } else { "s" })
     } else {
         format!("{NO_REGRESSION}{better}")
     }
