@@ -399,7 +399,10 @@ fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
         "dlbench: {kind:<9} {:<10} {:.0} acq/s, p99 {}, {} errors, {} overlaps",
         w.name,
         ws.ops_per_sec,
-        crate::stats::fmt_latency(ws.acquire_latency_us.p99),
+        match ws.acquire_latency_us.at(crate::stats::Quantile::P99) {
+            Some(p99) => crate::stats::fmt_latency(p99),
+            None => format!("- (n={})", ws.acquire_latency_us.count),
+        },
         ws.errors,
         ws.counts.overlaps
     );
