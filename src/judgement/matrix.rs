@@ -6,7 +6,8 @@
 //! (availability per fault); readers only draw it.
 
 use super::Verdict;
-use super::{Availability, AVAILABLE_RATIO, DEGRADED_RATIO};
+use super::availability::availability_word;
+use super::Availability;
 
 /// The column of the time outside every fault.
 pub const NO_FAULT: &str = "no fault";
@@ -65,7 +66,8 @@ impl Tone {
 /// One backend under one condition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
-    /// `held`, `weak evidence`, `not tested`, `fenced`, `unknown` or `violated`.
+    /// `held`, `weak evidence`, `not tested`, `fenced`, `unknown`, `fencing broken` or
+    /// `violated`.
     pub safety: &'static str,
     pub safety_tone: Tone,
     /// `available`, `degraded` or `unavailable`; none when it could not be measured.
@@ -101,7 +103,8 @@ fn safety_word(v: &Verdict) -> (&'static str, Tone, u8) {
         "not tested" => ("not tested", Tone::Untested, 2),
         "safe with fencing" => ("fenced", Tone::Caution, 3),
         "unknown" => ("unknown", Tone::Caution, 4),
-        _ => ("violated", Tone::Bad, 5),
+        "fencing broken" => ("fencing broken", Tone::Bad, 5),
+        _ => ("violated", Tone::Bad, 6),
     }
 }
 
@@ -113,8 +116,7 @@ fn availability_tone(word: &str) -> Tone {
     }
 }
 
-/// Grants and seconds inside some windows and outside all of them, from per-second counts
-/// (a second partly inside counts pro rata; the time before the first grant is start-up).
+/// Grants and the seconds they came in.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
     grants: f64,
@@ -127,22 +129,22 @@ fn overlap_s(t: usize, windows: &[&FaultWindow]) -> f64 {
     (ms / 1000.0).min(1.0)
 }
 
-/// Inside the windows of `fault` (all faults when none), and outside every window.
-fn tally(p: &PhaseFacts, fault: Option<&str>) -> (Tally, Tally) {
-    let mine: Vec<&FaultWindow> = p.windows.iter().filter(|w| fault.is_none_or(|f| w.fault == f)).collect();
+/// Outside every fault window, from the first grant (a second partly inside counts pro rata;
+/// the time before the first grant is start-up). Where the availability checker measured the
+/// phase, its exact figures stand instead.
+fn outside(p: &PhaseFacts) -> Tally {
+    if let Some(a) = p.availability.as_ref().filter(|a| a.outside_ms > 0) {
+        return Tally { grants: a.grants_outside as f64, secs: a.outside_ms as f64 / 1000.0 };
+    }
     let all: Vec<&FaultWindow> = p.windows.iter().collect();
     let first = p.grants.iter().position(|&g| g > 0).unwrap_or(p.grants.len());
-    let (mut inside, mut outside) = (Tally::default(), Tally::default());
-    for (t, &g) in p.grants.iter().enumerate() {
-        let (fin, fall) = (overlap_s(t, &mine), overlap_s(t, &all));
-        inside.grants += g as f64 * fin;
-        inside.secs += fin;
-        if t >= first {
-            outside.grants += g as f64 * (1.0 - fall);
-            outside.secs += 1.0 - fall;
-        }
+    let mut out = Tally::default();
+    for (t, &g) in p.grants.iter().enumerate().skip(first) {
+        let fall = overlap_s(t, &all);
+        out.grants += g as f64 * (1.0 - fall);
+        out.secs += 1.0 - fall;
     }
-    (inside, outside)
+    out
 }
 
 /// The longest run of whole seconds without a grant that begins inside a window of `fault`.
@@ -170,7 +172,7 @@ fn rate(t: Tally) -> Option<f64> {
 /// The cell of the time outside every fault.
 fn no_fault_cell(phases: &[PhaseFacts]) -> Option<Cell> {
     let (safety, safety_tone, _) = worst_safety(phases.iter())?;
-    let out = phases.iter().map(|p| tally(p, None).1).fold(Tally::default(), |a, b| Tally { grants: a.grants + b.grants, secs: a.secs + b.secs });
+    let out = phases.iter().map(outside).fold(Tally::default(), |a, b| Tally { grants: a.grants + b.grants, secs: a.secs + b.secs });
     let (availability, detail) = match rate(out) {
         Some(r) if r > 0.0 => (Some("available"), Some(format!("{r:.0} acq/s"))),
         _ => (Some("unavailable"), Some("nothing granted".to_string())),
@@ -178,27 +180,20 @@ fn no_fault_cell(phases: &[PhaseFacts]) -> Option<Cell> {
     Some(Cell { safety, safety_tone, availability, availability_tone: availability_tone(availability.unwrap()), detail })
 }
 
-/// The cell of one fault: its phases' worst safety, and the grant rate in its windows
-/// against the rate outside every fault.
+/// The cell of one fault: the worst safety and the availability of the phases it took
+/// effect in (the checker's, over each phase's faults, so the cell agrees with the AP / CP
+/// table), and the longest stretch without a grant that began while it was in force.
 fn fault_cell(phases: &[PhaseFacts], fault: &str) -> Option<Cell> {
     let mine: Vec<&PhaseFacts> = phases.iter().filter(|p| p.windows.iter().any(|w| w.fault == fault)).collect();
     let (safety, safety_tone, _) = worst_safety(mine.iter().copied())?;
-    let (mut inside, mut outside) = (Tally::default(), Tally::default());
-    for p in &mine {
-        let (i, o) = tally(p, Some(fault));
-        inside = Tally { grants: inside.grants + i.grants, secs: inside.secs + i.secs };
-        outside = Tally { grants: outside.grants + o.grants, secs: outside.secs + o.secs };
-    }
-    let ratio = match (rate(inside), rate(outside)) {
-        (Some(i), Some(o)) if o > 0.0 => Some(i / o),
-        _ => None,
-    };
-    let word = ratio.map(|r| if r >= AVAILABLE_RATIO { "available" } else if r >= DEGRADED_RATIO { "degraded" } else { "unavailable" });
+    let measured: Vec<&Availability> = mine.iter().filter_map(|p| p.availability.as_ref()).collect();
+    let combined = if measured.len() == mine.len() { Availability::combine(measured) } else { None };
+    let word = combined.as_ref().and_then(availability_word);
     let silence = mine.iter().map(|p| longest_silence(p, fault)).max().unwrap_or(0);
-    let detail = match (word, ratio) {
+    let detail = match (word, combined.as_ref().and_then(|a| a.ratio)) {
         (Some(_), _) if silence > 0 => Some(format!("no grant for {silence} s")),
         (Some(_), Some(r)) => Some(format!("{:.0}% of no-fault rate", r * 100.0)),
-        _ => Some("no rate to compare".to_string()),
+        _ => None,
     };
     Some(Cell { safety, safety_tone, availability: word, availability_tone: word.map_or(Tone::Untested, availability_tone), detail })
 }
@@ -271,6 +266,10 @@ fn safety_clause(word: &str, when: &str, b: &BackendFacts) -> String {
         "not tested" => format!("safety not tested {when} (nothing entered the protected resource)"),
         "fenced" => format!("two holders {when}, every stale write refused by fencing"),
         "unknown" => format!("safety unknown {when} (a checker could not decide)"),
+        "fencing broken" => {
+            let why = b.phases.iter().map(|p| &p.verdict.fencing).find(|f| f.starts_with("broken")).map(|f| f.trim_start_matches("broken: ").to_string());
+            format!("no two holders {when}, but fencing broke ({})", why.unwrap_or_else(|| "tokens out of order".into()))
+        }
         _ => format!("two holders {when} ({o} overlap(s), {l} lost update(s))"),
     }
 }
@@ -336,21 +335,41 @@ mod tests {
         assert!(m.rows[0].sentence.contains("two holders under pause (3 overlap(s)"), "{}", m.rows[0].sentence);
     }
 
+    /// The checker's availability of the phases a fault was in force in (so the cell agrees
+    /// with the AP / CP table), and the longest silence that began under this fault.
     #[test]
-    fn availability_per_fault_comes_from_the_grants_in_its_windows() {
+    fn availability_per_fault_is_the_checkers_with_the_silence_under_it() {
         // 10 grants a second outside; none during kill (s 3-5); 9 a second during pause (s 6-8).
         let grants = vec![10, 10, 10, 0, 0, 10, 9, 9, 10, 10];
-        let p = phase(0, vec![window("kill", 3, 5), window("pause", 6, 8)], grants);
-        let m = matrix(&[backend("etcd", vec![p])]);
+        let mut p = phase(0, vec![window("kill", 3, 5), window("pause", 6, 8)], grants.clone());
+        let checker = |ratio: f64| Availability { ratio: Some(ratio), grants_in_faults: (ratio * 40.0).round() as u64, fault_ms: 4000, grants_outside: 60, outside_ms: 6000, recovery_ms: 400, recovered: true, ..Availability::default() };
+        p.availability = Some(checker(0.45));
+        let mut q = phase(0, vec![window("pause", 6, 8)], grants);
+        q.availability = Some(checker(0.9));
+        let m = matrix(&[backend("etcd", vec![p]), backend("zookeeper", vec![q])]);
         assert_eq!(m.columns, [NO_FAULT, "kill", "pause"]);
         let kill = m.rows[0].cells[1].as_ref().unwrap();
-        assert_eq!((kill.availability, kill.detail.as_deref()), (Some("unavailable"), Some("no grant for 2 s")));
-        let pause = m.rows[0].cells[2].as_ref().unwrap();
+        assert_eq!((kill.availability, kill.detail.as_deref()), (Some("degraded"), Some("no grant for 2 s")));
+        let pause = m.rows[1].cells[2].as_ref().unwrap();
         assert_eq!((pause.availability, pause.detail.as_deref()), (Some("available"), Some("90% of no-fault rate")));
         let nf = m.rows[0].cells[0].as_ref().unwrap();
         assert_eq!((nf.availability, nf.detail.as_deref()), (Some("available"), Some("10 acq/s")));
         let s = &m.rows[0].sentence;
-        assert!(s.starts_with("etcd: no two holders under kill, pause; unavailable under kill (no grant for 2 s)"), "{s}");
+        assert!(s.starts_with("etcd: no two holders under kill, pause; degraded under kill (no grant for 2 s)"), "{s}");
+        assert!(s.ends_with("recovered within 0.4 s of every heal."), "{s}");
+        // Without the checker's figures, no availability word is made up.
+        let bare = matrix(&[backend("etcd", vec![phase(0, vec![window("kill", 3, 5)], vec![10; 8])])]);
+        assert_eq!(bare.rows[0].cells[1].as_ref().unwrap().availability, None);
+    }
+
+    #[test]
+    fn broken_fencing_is_not_called_two_holders() {
+        let mut p = phase(0, vec![window("kill", 3, 5)], vec![10; 8]);
+        p.verdict.safety = "fencing broken".into();
+        p.verdict.fencing = "broken: 3 token inversion(s)".into();
+        let m = matrix(&[backend("redis", vec![p])]);
+        assert_eq!(m.rows[0].cells[1].as_ref().unwrap().safety, "fencing broken");
+        assert!(m.rows[0].sentence.contains("no two holders under kill, but fencing broke (3 token inversion(s))"), "{}", m.rows[0].sentence);
     }
 
     #[test]

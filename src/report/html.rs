@@ -29,6 +29,7 @@ h1{margin:0.3em 0}.answer td,.answer th{text-align:left;vertical-align:top;paddi
 .pill{white-space:nowrap;border-radius:3px;padding:0 4px;font-weight:bold}.answer small{white-space:nowrap;color:#444}\
 .good{background:#dff3e4;color:#14592a}.caution{background:#fff1cc;color:#6b4d00}.bad{background:#fbdada;color:#9b1c1c}.untested{background:#eceff1;color:#455a64}\
 .key{font-size:0.85em;color:#444;margin:0.3em 0}#answer-sentences{margin:0.3em 0 1.5em}\
+td{white-space:nowrap}td.l{white-space:normal;min-width:11em}td.long{min-width:22em}th{min-width:4.5em}\
 @media (max-width:600px){body{margin:0.5em}table{font-size:0.8em}dl{grid-template-columns:auto}dd{margin-left:0.5em}}";
 
 /// What the page's columns and labels mean: the one glossary (`judgement::glossary`), which
@@ -439,7 +440,13 @@ fn cells_table(id: &str, title: &str, header: &[&str], rows: &[Vec<String>], lef
     for r in rows {
         h.push_str("<tr>");
         for (i, c) in r.iter().enumerate() {
-            let _ = write!(h, "<td{}>{}</td>", if left.contains(&i) { " class=\"l\"" } else { "" }, esc(c));
+            // A long text wraps in a wider cell, so no cell runs past three lines.
+            let class = match (left.contains(&i), c.chars().count() > 60) {
+                (true, true) => " class=\"l long\"",
+                (true, false) => " class=\"l\"",
+                _ => "",
+            };
+            let _ = write!(h, "<td{class}>{}</td>", esc(c));
         }
         h.push_str("</tr>");
     }

@@ -262,7 +262,8 @@ pub fn ap_cp_table(s: &Summary) -> String {
     ];
     let mut cols: Vec<Col> = heads.iter().map(|&(head, right)| Col { head, right, cells: Vec::new() }).collect();
     let mut notes: Vec<(String, Vec<String>)> = Vec::new();
-    for b in s.backends.iter().filter(|b| b.failure.is_none()) {
+    // In the run table's order: by family, run order within one.
+    for b in by_family(s).into_iter().filter(|b| b.failure.is_none()) {
         for w in &b.workloads {
             let v = w.verdict.as_ref();
             let cells = [

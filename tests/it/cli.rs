@@ -607,3 +607,28 @@ fn the_committed_baseline_compares_across_kernel_builds() {
     assert!(stdout.contains("kernel build"), "the kernel is a note: {stdout}");
     assert!(stdout.contains("No regression could have been detected"), "{stdout}");
 }
+
+/// `compare` prints an aligned table on stdout (a terminal or a pipe alike), with no Markdown
+/// and no `<details>`; `--format markdown` prints the pull-request comment, which
+/// `--markdown FILE` writes whatever is printed.
+#[test]
+fn compare_prints_a_table_and_markdown_when_asked() {
+    let base = concat!(env!("CARGO_MANIFEST_DIR"), "/results/baseline");
+    let dir = scratch("compare-format");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.md");
+    let out = dlbench().args(["compare", base, base, "--markdown"]).arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    for markup in ["<details", "**", "|---"] {
+        assert!(!text.contains(markup), "{markup} on the terminal:\n{text}");
+    }
+    let head = text.lines().find(|l| l.starts_with("backend · workload")).expect(&text);
+    assert!(head.contains("  metric  ") && head.ends_with("note"), "{head}");
+    let md = std::fs::read_to_string(&file).unwrap();
+    assert!(md.starts_with("## dlbench compare") && md.contains("<details><summary>"), "{md}");
+    let out = dlbench().args(["compare", base, base, "--format", "markdown"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), md, "--format markdown prints what --markdown writes");
+    let out = dlbench().args(["compare", base, base, "--format", "html"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "an unknown format is refused");
+}
