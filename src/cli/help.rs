@@ -79,7 +79,7 @@ Examples:
 pub(crate) const TREND_EXAMPLES: &str = "\
 Examples:
   dlbench trend results/c1 results/c2 results/c3 results/c4 results/c5
-  dlbench trend ci/*/head --html trend.html --json trend.json --threshold ops_per_sec=10";
+  dlbench trend ci/1/head ci/2/head ci/3/head --html trend.html --json trend.json --threshold ops_per_sec=10";
 
 pub(crate) const SCHEMA_EXAMPLES: &str = "\
 Examples:

@@ -152,7 +152,7 @@ fn step(i: usize, c: anyhow::Result<Comparison>) -> Step {
             return Step { from: i, to: i + 1, refused: Some(format!("{e:#}")), regressions: 0, safety_regressions: 0, detectable: false, min_samples: 0, flags: Vec::new() };
         }
     };
-    let flags = c
+    let flags: Vec<Flag> = c
         .rows
         .iter()
         .filter(|r| r.verdict != Change::Unchanged)
