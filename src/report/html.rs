@@ -223,7 +223,7 @@ fn ap_cp(s: &Summary) -> String {
                 esc(&b.name),
                 esc(&w.name),
                 w.ops_per_sec,
-                ms(w.acquire_latency_us.p99),
+                esc(&pct(&w.acquire_latency_us, Quantile::P99)),
                 esc(&opt(v.map(|v| match (&v.availability, &v.availability_rate) {
                     (Some(word), Some(rate)) => format!("{word} ({rate})"),
                     _ => v.availability_note.clone().unwrap_or_else(|| "not measured".into()),

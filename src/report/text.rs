@@ -7,7 +7,6 @@ use super::tables::{by_family, family, verdict_cell, with_headings};
 use super::tables::{cost_rows, COST_HEADER, COST_NOTE, SCALING_HEADER, SCALING_NOTE, scaling_rows};
 use super::tables::{properties_rows, shard_rows, PROPERTIES_HEADER, PROPERTIES_NOTE, SHARD_HEADER, SHARD_NOTE};
 use crate::judgement;
-use crate::stats::fmt_ms_cell as ms;
 use crate::stats::{fmt_pct_cell as pct, Quantile};
 use crate::summary::calibration::Calibration;
 use crate::summary::scenario::Hit;
@@ -270,7 +269,7 @@ pub fn ap_cp_table(s: &Summary) -> String {
                 b.name.clone(),
                 w.name.clone(),
                 format!("{:.0}", w.ops_per_sec),
-                ms(w.acquire_latency_us.p99),
+                pct(&w.acquire_latency_us, Quantile::P99),
                 v.map(|v| match (&v.availability, &v.availability_rate) {
                     (Some(word), Some(rate)) => format!("{} {word}", rate.trim_end_matches(" of the no-fault rate")),
                     _ => "not measured".into(),
