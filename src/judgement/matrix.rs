@@ -230,7 +230,7 @@ fn sentence(b: &BackendFacts, columns: &[String], cells: &[Option<Cell>]) -> Str
     if faults.is_empty() {
         let Some(nf) = cells.first().and_then(|c| c.as_ref()) else { return format!("{}: no phase measured.", b.name) };
         parts.push(safety_clause(nf.safety, "without faults", b));
-        parts.push(format!("{} without faults; no fault took effect, so availability under faults was not tested", nf.detail.clone().unwrap_or_default()));
+        parts.push(format!("{} without faults; availability under faults not tested", nf.detail.clone().unwrap_or_default()));
     } else {
         let mut words: Vec<&'static str> = Vec::new();
         for (_, c) in &faults {

@@ -159,7 +159,7 @@ fn check_probe_fails_on_a_broken_page(run: &Path) {
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     let broken = html
         .replacen("<section id=\"answer\">", "<div style=\"height:900px\"></div><section id=\"answer\">", 1)
-        .replacen("</body>", "<div style=\"width:2000px\">wide</div><table><tr><td style=\"width:3em\">a b c d e f g h i j k</td></tr></table><p>token Some(1)</p></body>", 1);
+        .replacen("</body>", "<div style=\"width:2000px\">wide</div><table><tr><td><div style=\"width:2em;white-space:normal\">a b c d e f g h i j k</div></td></tr></table><p>token Some(1)</p></body>", 1);
     let page = run.join("report-broken.html");
     std::fs::write(&page, broken).unwrap();
     let p = problems(&probe(&page, 1280, 800), 1280, Some(800)).join("\n");
