@@ -76,7 +76,7 @@ pub(crate) enum Command {
     /// differ in plan, backends, target, completeness or machine are refused (exit 2).
     #[command(after_long_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
-    /// Each metric across a series of result sets, in order, and where compare flags a change.
+    /// Each metric across result sets in order, and where compare flags a change.
     ///
     /// DIRs are result sets (or directories of runs pooled as repeats, as for compare), one per
     /// commit, oldest first. Writes one self-contained page (trend.html: per backend, workload
