@@ -191,7 +191,7 @@ fn check_finds_an_overlap_and_names_both_operations() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "invalid exits 1:\n{text}");
     assert!(text.contains("mutual-exclusion  invalid"), "{text}");
-    assert!(text.contains("process 1 Acquire") && text.contains("process 2 Acquire"), "both ops named:\n{text}");
+    assert!(text.contains("process 1 acquire key 0") && text.contains("process 2 acquire key 0"), "both ops named:\n{text}");
 }
 
 #[test]
