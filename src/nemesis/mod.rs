@@ -137,16 +137,33 @@ pub fn no_effect(detail: &str) -> bool {
     detail.starts_with("checked: NOT") || detail.contains("; checked: NOT") || detail.starts_with("no effect")
 }
 
+/// Each fault start of `events` with the end that heals it (the next end of the same fault
+/// on the same targets), or None when it was never healed.
+fn starts_and_heals(events: &[NemesisEvent]) -> impl Iterator<Item = (&NemesisEvent, Option<&NemesisEvent>)> {
+    events.iter().enumerate().filter(|(_, e)| e.phase == "start").map(|(i, e)| {
+        (e, events[i + 1..].iter().find(|x| x.f == e.f && x.phase == "end" && x.targets == e.targets))
+    })
+}
+
+/// The faults of `events` that took effect, as (fault, start ms, heal ms or None when never
+/// healed): a start its own check showed doing nothing, or whose heal's probe did, opens no
+/// window (as [`effects`] counts them).
+pub fn took_effect_spans(events: &[NemesisEvent]) -> Vec<(&str, u64, Option<u64>)> {
+    starts_and_heals(events)
+        .filter(|(e, end)| !no_effect(&e.detail) && !end.is_some_and(|x| no_effect(&x.detail)))
+        .map(|(e, end)| (e.f.as_str(), e.at_ms, end.map(|x| x.at_ms)))
+        .collect()
+}
+
 /// Which fault starts of `events` took effect, by name, and which were shown to do nothing:
 /// a start counts unless its own check, or the probe in the end that heals it, found it had
 /// no effect ([`no_effect`]).
 pub fn effects(events: &[NemesisEvent], counts: impl Fn(&str) -> bool) -> (Vec<String>, Vec<String>) {
     let (mut took, mut none) = (Vec::<String>::new(), Vec::<String>::new());
-    for (i, e) in events.iter().enumerate() {
-        if e.phase != "start" || !counts(&e.f) {
+    for (e, end) in starts_and_heals(events) {
+        if !counts(&e.f) {
             continue;
         }
-        let end = events[i + 1..].iter().find(|x| x.f == e.f && x.phase == "end" && x.targets == e.targets);
         let list = if no_effect(&e.detail) || end.is_some_and(|x| no_effect(&x.detail)) { &mut none } else { &mut took };
         if !list.contains(&e.f) {
             list.push(e.f.clone());

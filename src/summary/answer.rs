@@ -11,19 +11,11 @@ use super::{Summary, WorkloadSummary};
 pub fn applied_windows(w: &WorkloadSummary) -> Vec<FaultWindow> {
     let applied = w.faults_applied();
     let phase_end_ms = w.timeseries.iter().map(|p| u64::from(p.t) + 1).max().unwrap_or(0) * 1000;
-    let mut out = Vec::new();
-    for (i, e) in w.nemesis.iter().enumerate() {
-        if e.phase != "start" || !applied.contains(&e.f) || crate::nemesis::no_effect(&e.detail) {
-            continue;
-        }
-        let end = w.nemesis[i + 1..].iter().find(|x| x.f == e.f && x.phase == "end" && x.targets == e.targets);
-        if end.is_some_and(|x| crate::nemesis::no_effect(&x.detail)) {
-            continue;
-        }
-        let end_ms = end.map_or(phase_end_ms.max(e.at_ms), |x| x.at_ms);
-        out.push(FaultWindow { fault: e.f.clone(), start_ms: e.at_ms, end_ms });
-    }
-    out
+    crate::nemesis::took_effect_spans(&w.nemesis)
+        .into_iter()
+        .filter(|(f, _, _)| applied.iter().any(|a| a == f))
+        .map(|(f, start_ms, end)| FaultWindow { fault: f.to_string(), start_ms, end_ms: end.unwrap_or(phase_end_ms.max(start_ms)) })
+        .collect()
 }
 
 fn phase(w: &WorkloadSummary) -> Option<PhaseFacts> {

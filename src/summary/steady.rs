@@ -111,18 +111,7 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
 /// from the phase start: a start its own check showed doing nothing, or whose heal's probe
 /// did, opens no window (as `nemesis::effects` counts them).
 pub fn fault_spans(events: &[NemesisEvent]) -> Vec<(String, u64, u64)> {
-    let mut spans = Vec::new();
-    for (i, e) in events.iter().enumerate() {
-        if e.phase != "start" || crate::nemesis::no_effect(&e.detail) {
-            continue;
-        }
-        let end = events[i + 1..].iter().find(|x| x.f == e.f && x.phase == "end" && x.targets == e.targets);
-        if end.is_some_and(|x| crate::nemesis::no_effect(&x.detail)) {
-            continue;
-        }
-        spans.push((e.f.clone(), e.at_ms, end.map_or(u64::MAX, |x| x.at_ms)));
-    }
-    spans
+    crate::nemesis::took_effect_spans(events).into_iter().map(|(f, start, end)| (f.to_string(), start, end.unwrap_or(u64::MAX))).collect()
 }
 
 /// The window's seconds the rate is not judged in: those a fault touched, and after each
