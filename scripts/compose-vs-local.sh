@@ -1,65 +1,145 @@
 #!/bin/sh
-# The default bench on `local` and on compose from inside the project network (the bench
-# service), same seed, interleaved: local, compose, local, compose, ... (REPEATS of each,
-# default 2), then a table backend x workload: the mean acquisitions per second of each side,
-# compose / local as the mean of the per-pair ratios, and the spread of those ratios.
+# Compose against local, like for like: the same bench on the `local` target and from the
+# compose file's bench service (inside the project network), same seed, interleaved (local,
+# compose, local, compose, ...; REPEATS pairs, default 3), each side on fresh servers: the
+# local target starts new server processes on new data every run, so before each compose run
+# the project's servers are recreated on new volumes (`down -v`, `up -d`) rather than left
+# warm from the run before (ZooKeeper's JVM sped up 168 -> 287 -> 314 acq/s across warm runs).
+#
+# Prints one row per backend x workload: the median acquisitions per second of each side
+# with their range, compose / local as the median of the per-pair ratios with their range,
+# and for a row outside [0.8, 1.25] what `dlbench compare` says the container layer explains
+# (the network round trip and fsync latency each run measured and recorded).
 #
 #   sh scripts/compose-vs-local.sh            # after `docker compose build` (docs/docker.md)
-#   REPEATS=3 SEED=7 sh scripts/compose-vs-local.sh -- --backends redis,etcd
+#   REPEATS=5 SEED=7 sh scripts/compose-vs-local.sh -- --backends redlock,etcd
 #
-# Extra dlbench arguments after `--` go to both sides. The compose project is
-# COMPOSE_PROJECT_NAME (default dlbench, from .env); the services are started with `up -d`
-# if they are not running and left running. Results: results/compose-vs-local-<time>/.
+# Extra dlbench arguments after `--` go to both sides (default: the default bench with
+# --duration 5s). The compose project is COMPOSE_PROJECT_NAME (default dlbench, from .env):
+# its servers and volumes are recreated (FRESH=0 keeps them as they are, warm). Results:
+# results/compose-vs-local-<time>/ (table.md, the runs, compare-<i>.txt).
 # Needs: docker compose or docker-compose, python3, target/release/dlbench.
 set -eu
 cd "$(dirname "$0")/.."
-REPEATS=${REPEATS:-2}
-SEED=${SEED:-1}
+REPEATS=${REPEATS:-3}
+SEED=${SEED:-7}
+FRESH=${FRESH:-1}
 [ "${1:-}" = "--" ] && shift
-case "$REPEATS" in ''|*[!0-9]*|0|1) echo "compose-vs-local: REPEATS=$REPEATS: give 2 or more (a spread needs two pairs)" >&2; exit 2 ;; esac
+case "$REPEATS" in ''|*[!0-9]*|0|1) echo "compose-vs-local: REPEATS=$REPEATS: give 2 or more (a range needs two pairs)" >&2; exit 2 ;; esac
 case "$SEED" in ''|*[!0-9]*) echo "compose-vs-local: SEED=$SEED: give a whole number" >&2; exit 2 ;; esac
+case "$FRESH" in 0|1) ;; *) echo "compose-vs-local: FRESH=$FRESH: give 1 (new servers each run) or 0 (keep them)" >&2; exit 2 ;; esac
 [ -x target/release/dlbench ] || { echo "compose-vs-local: no target/release/dlbench: run cargo build --release first" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "compose-vs-local: needs python3 for the table" >&2; exit 2; }
 if docker compose version >/dev/null 2>&1; then compose="docker compose"
 elif command -v docker-compose >/dev/null; then compose="docker-compose"
 else echo "compose-vs-local: neither docker compose nor docker-compose is installed" >&2; exit 2; fi
+[ $# -gt 0 ] || set -- --duration 5s
 
 out=results/compose-vs-local-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
+$compose --profile bench build bench >/dev/null
 $compose up -d >/dev/null 2>&1 || $compose up -d
-$compose build bench >/dev/null
 i=1
 while [ "$i" -le "$REPEATS" ]; do
     echo "compose-vs-local: pair $i of $REPEATS: local" >&2
     target/release/dlbench run --seed "$SEED" --out "$out/local-$i" "$@" >"$out/local-$i.log" 2>&1 \
         || { echo "compose-vs-local: local run $i failed, see $out/local-$i.log" >&2; exit 1; }
+    if [ "$FRESH" = 1 ]; then
+        echo "compose-vs-local: pair $i of $REPEATS: fresh compose servers (down -v, up -d)" >&2
+        $compose down -v >/dev/null 2>&1
+        $compose up -d >/dev/null 2>&1 || $compose up -d
+    fi
     echo "compose-vs-local: pair $i of $REPEATS: compose (bench service)" >&2
-    # The bench container sees ./results as results/ (docker-compose.yml).
+    # The bench container sees ./results as results/ (docker-compose.yml); the run waits for
+    # the services' health checks itself.
     $compose run --rm bench run --seed "$SEED" --out "$out/compose-$i" "$@" >"$out/compose-$i.log" 2>&1 \
         || { echo "compose-vs-local: compose run $i failed, see $out/compose-$i.log" >&2; exit 1; }
+    # compare reads both runs' recorded round trips and fsync latencies and says what part
+    # of each difference the container layer explains (exit 3 = a change flagged: expected).
+    target/release/dlbench compare "$out/local-$i/latest" "$out/compose-$i/latest" >"$out/compare-$i.txt" 2>&1 || true
     i=$((i + 1))
 done
-python3 - "$out" "$REPEATS" <<'PY'
-import glob, json, sys
+python3 - "$out" "$REPEATS" <<'PY' | tee "$out/table.md"
+import glob, json, statistics, sys
 out, n = sys.argv[1], int(sys.argv[2])
-def rates(side, i):
+
+def summary(side, i):
     f = [p for p in glob.glob(f"{out}/{side}-{i}/*/summary.json") if "/latest/" not in p]
     if len(f) != 1:
         sys.exit(f"compose-vs-local: expected one summary.json under {out}/{side}-{i}, found {len(f)}")
-    d = json.load(open(f[0]))
+    return json.load(open(f[0]))
+
+def rates(d):
     return {(b["name"], w["name"]): w["ops_per_sec"] for b in d["backends"] for w in b["workloads"]}
-local = [rates("local", i) for i in range(1, n + 1)]
-comp = [rates("compose", i) for i in range(1, n + 1)]
-print(f"| backend | workload | local acq/s | compose acq/s | compose / local | spread ({n} pairs) |")
+
+local = [summary("local", i) for i in range(1, n + 1)]
+comp = [summary("compose", i) for i in range(1, n + 1)]
+lr, cr = [rates(d) for d in local], [rates(d) for d in comp]
+
+def span(xs, fmt):
+    return f"{fmt(statistics.median(xs))} [{fmt(min(xs))}-{fmt(max(xs))}]"
+
+def causes(d, backend):
+    """The container-layer lines compare wrote about this backend, one per pair."""
+    return d.get(backend, [])
+
+# compare's container-layer notes, per pair, keyed by backend (the line starts with it).
+notes = {}
+for i in range(1, n + 1):
+    try:
+        text = open(f"{out}/compare-{i}.txt").read()
+    except OSError:
+        continue
+    for line in text.splitlines():
+        line = line.strip()
+        if "container layer" in line:
+            for b in {k[0] for k in lr[0]}:
+                if line.lstrip("0123456789. ").startswith(b + " ") or line.lstrip("0123456789. ").startswith(b + ":"):
+                    notes.setdefault(b, []).append(line)
+
+print(f"| backend | workload | local acq/s | compose acq/s | compose / local ({n} pairs) | |")
 print("|---|---|---:|---:|---:|---|")
-for key in sorted(local[0]):
-    l = [r.get(key, 0.0) for r in local]
-    c = [r.get(key, 0.0) for r in comp]
+outside = []
+for key in sorted(lr[0]):
+    l = [r.get(key, 0.0) for r in lr]
+    c = [r.get(key, 0.0) for r in cr]
     ratios = [ci / li for li, ci in zip(l, c) if li > 0]
     if not ratios:
+        print(f"| {key[0]} | {key[1]} | {span(l, lambda x: f'{x:.0f}')} | {span(c, lambda x: f'{x:.0f}')} | - | nothing acquired on local |")
         continue
-    mean = sum(ratios) / len(ratios)
-    flag = " (below 0.8)" if mean < 0.8 else ""
-    print(f"| {key[0]} | {key[1]} | {sum(l)/n:.0f} | {sum(c)/n:.0f} | {mean:.2f}{flag} | {min(ratios):.2f}-{max(ratios):.2f} |")
-print(f"\nruns: {out}/{{local,compose}}-1..{n}")
+    med = statistics.median(ratios)
+    within = 0.8 <= med <= 1.25
+    if not within:
+        outside.append(key[0])
+    print(f"| {key[0]} | {key[1]} | {span(l, lambda x: f'{x:.0f}')} | {span(c, lambda x: f'{x:.0f}')} | "
+          f"{span(ratios, lambda x: f'{x:.2f}')} | {'within 0.8-1.25' if within else 'OUTSIDE 0.8-1.25'} |")
+
+def medium(d):
+    return d.get("medium") or {}
+
+print()
+print("Measured by each run (median of the runs' medians):")
+for side, runs in (("local", local), ("compose", comp)):
+    rtt, fs = {}, {}
+    for d in runs:
+        m = medium(d)
+        for r in m.get("round_trips", []):
+            if r.get("median_us") is not None:
+                rtt.setdefault((r["service"], r.get("path", "")), []).append(r["median_us"])
+        for f in m.get("fsync", []):
+            if f.get("median_us") is not None:
+                fs.setdefault(f.get("kind", f.get("medium", "?")), []).append(f["median_us"])
+    if not rtt and not fs:
+        print(f"- {side}: no round trip or fsync recorded (a dlbench older than the `medium` section?)")
+        continue
+    parts = [f"{s} {statistics.median(v):.0f} us" + (f" ({p})" if p else "") for (s, p), v in sorted(rtt.items())]
+    print(f"- {side}: round trip " + (", ".join(parts) or "not measured")
+          + "; fsync " + (", ".join(f"{k} {statistics.median(v):.0f} us" for k, v in sorted(fs.items())) or "not measured"))
+if outside:
+    print()
+    print("What compare says the container layer explains, for the backends outside 0.8-1.25:")
+    for b in sorted(set(outside)):
+        for line in causes(notes, b) or [f"{b}: compare gave no container-layer note (see compare-<i>.txt)"]:
+            print(f"- {line}")
+print(f"\nruns: {out}/{{local,compose}}-1..{n}; comparisons: {out}/compare-1..{n}.txt")
 PY

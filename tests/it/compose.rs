@@ -51,6 +51,44 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Where each server keeps its data, and a file or answer that shows it really writes there:
+/// etcd's member directory, ZooKeeper's myid and snapshot directory, PostgreSQL's
+/// PG_VERSION, InnoDB's system tablespace, and for Redis (no persistence, nothing written)
+/// the working directory it reports itself.
+const DATA: [(&str, &str, &str); 6] = [
+    ("etcd", "/var/lib/etcd", "test -d /var/lib/etcd/data/member"),
+    ("zk", "/var/lib/zookeeper", "test -s /var/lib/zookeeper/data/myid && test -d /var/lib/zookeeper/data/version-2"),
+    ("redis", "/var/lib/redis/dlbench", "redis-cli config get dir | grep -qx /var/lib/redis/dlbench"),
+    ("redlock", "/var/lib/redis/dlbench", "redis-cli config get dir | grep -qx /var/lib/redis/dlbench"),
+    ("postgres", "/var/lib/postgresql/dlbench", "test -s /var/lib/postgresql/dlbench/PG_VERSION"),
+    ("mariadb", "/var/lib/mysql-dlbench", "test -s /var/lib/mysql-dlbench/ibdata1"),
+];
+
+/// Every lock server's data is on a Docker volume (issue 35): the container's writable layer
+/// is a FUSE file system on this machine (fuse-overlayfs), where an fsync costs several
+/// times what it costs on the host's disk, which the local target's data dir is on.
+fn data_on_volumes() {
+    let ps = Command::new("docker")
+        .args(["ps", "--filter", &format!("label=com.docker.compose.project={PROJECT}"), "--format", "{{.Names}} {{.Label \"com.docker.compose.service\"}}"])
+        .output()
+        .unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout).to_string();
+    let mut checked = 0;
+    for line in ps.lines() {
+        let Some((container, service)) = line.split_once(' ') else { continue };
+        let Some((_, dir, writes_there)) = DATA.iter().find(|(prefix, ..)| service.trim_end_matches(char::is_numeric) == *prefix) else {
+            panic!("{service}: a server this test does not know where keeps its data; add it to DATA")
+        };
+        let mounts = Command::new("docker").args(["inspect", "--format", "{{range .Mounts}}{{.Type}} {{.Destination}}\n{{end}}", container]).output().unwrap();
+        let mounts = String::from_utf8_lossy(&mounts.stdout).to_string();
+        assert!(mounts.lines().any(|m| m == format!("volume {dir}")), "{service}: its data directory {dir} is not a volume (mounts: {mounts:?})");
+        let st = Command::new("docker").args(["exec", container, "sh", "-c", writes_there]).status().unwrap();
+        assert!(st.success(), "{service}: the server does not keep its data in {dir} ({writes_there} failed)");
+        checked += 1;
+    }
+    assert!(checked >= 13, "expected the 13 servers of docker-compose.yml, checked {checked}:\n{ps}");
+}
+
 #[test]
 fn compose_topology_runs_the_bench_and_records_a_kill() {
     if let Err(why) = docker_engine() {
@@ -81,6 +119,7 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     run(compose().arg("build"));
     let _down = Down(tool.clone());
     run(compose().args(["up", "-d"]));
+    data_on_volumes();
 
     let dir = scratch("compose");
     let out = dlbench()

@@ -12,6 +12,8 @@ pub mod bins;
 pub(crate) mod etcd;
 mod faults;
 mod plan;
+#[cfg(test)]
+mod parity;
 pub mod mariadb;
 pub(crate) mod postgres;
 pub mod ports;
