@@ -400,7 +400,7 @@ fn resources(r: &crate::summary::usage::UsageSummary, soak: Option<&crate::summa
         "<p>{} samples over {:.0} s, one a second (<a href=\"resources.jsonl\">resources.jsonl</a>). {trends}</p>",
         r.samples, r.seconds
     );
-    h.push_str("<div class=\"scroll\"><table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after warm-up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
+    h.push_str("<div class=\"scroll\"><table><tr><th>series</th><th>first</th><th>peak</th><th>last</th><th>mean after&nbsp;warm&#8209;up</th><th>growth / hour</th><th>growth % / hour</th></tr>");
     let row = |h: &mut String, name: &str, t: &crate::summary::usage::Trend| {
         let _ = write!(
             h,

@@ -200,6 +200,15 @@ fn sigkill_at_ten_random_instants_leaves_nothing_behind() {
         if history.exists() {
             let o = dlbench().arg("check").arg(&history).output().unwrap();
             let code = o.status.code();
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            // Killed before the first operation: the history exists but holds none, and check
+            // says so with its input-error status. Only that reason is let through, and only
+            // when the file really holds no operation.
+            let no_ops = !std::fs::read_to_string(&history).unwrap_or_default().lines().any(|l| l.contains("\"type\":\"invoke\""));
+            if code == Some(2) && stderr.contains("holds no operations") && no_ops {
+                eprintln!("kill {i} at {delay:?}: killed before the first operation");
+                continue;
+            }
             assert!(
                 matches!(code, Some(0 | 1 | 3)),
                 "kill {i} at {delay:?}: check exit {code:?}: {}",
