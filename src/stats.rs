@@ -58,6 +58,13 @@ pub fn fmt_latency(us: u64) -> String {
     }
 }
 
+/// A short latency with its microseconds kept (a round trip of 22 µs is not "0.02 ms"):
+/// whole µs below 1 ms, then as [`fmt_latency`].
+pub fn fmt_micros(us: f64) -> String {
+    let us = us.max(0.0);
+    if us < 1000.0 { format!("{us:.0} µs") } else { fmt_latency(us.round() as u64) }
+}
+
 /// An amount (a count per acquisition, say) with the digits its size needs: `0` for none,
 /// at least two significant digits below one (`0.0004`, `0.012`, never a `0.000` that reads
 /// as nothing), one decimal under 100 where it has one (`1.5`, `12`), whole numbers above.

@@ -31,6 +31,9 @@ pub(super) fn run_finished(f: &Finished) -> i32 {
     if let Some(r) = &summary.resources {
         println!("{}", crate::usage::line(r));
     }
+    for l in crate::report::text::target_costs(summary) {
+        println!("{l}");
+    }
     println!("results: {}", f.dir.join("summary.json").display());
     if !summary.complete {
         return 130;

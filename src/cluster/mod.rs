@@ -11,4 +11,5 @@
 pub mod compose;
 pub mod external;
 pub mod local;
+pub mod medium;
 pub mod probe;

@@ -69,6 +69,9 @@ pub(super) fn lead(c: &Comparison, strong: fn(&str) -> String) -> Vec<String> {
     for n in &c.notes {
         p.push(format!("Note: {n}."));
     }
+    for n in &c.target_costs {
+        p.push(format!("{}: {n}.", strong("Target costs")));
+    }
     if !c.left_out.is_empty() {
         p.push(format!("{} (measured on one side only): {}.", strong("Left out"), c.left_out.join("; ")));
     }

@@ -30,12 +30,15 @@
 //! (errors) also need an absolute change of 10 before they count.
 
 mod comparable;
+pub mod layer;
 mod markdown;
 mod rows;
 mod side;
 mod text;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_layer;
 
 use std::collections::BTreeMap;
 
@@ -131,6 +134,10 @@ pub struct Comparison {
     /// side did not record).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// When the sides ran on different targets and both measured their target's costs: per
+    /// backend x workload, what part of the difference those costs explain (`layer.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_costs: Vec<String>,
     /// What only one side measured, left out of the comparison (with `--allow-mismatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<String>,

@@ -88,6 +88,7 @@ pub fn compare_checked(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>,
     let mut c = compare(base, new, t);
     c.mismatches = m;
     c.notes = notes(base, new);
+    c.target_costs = super::layer::notes(base, new);
     Ok(c)
 }
 
@@ -151,6 +152,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
         thresholds_pct: t.clone(),
         mismatches: Vec::new(),
         notes: Vec::new(),
+        target_costs: Vec::new(),
         left_out: acc.left_out,
         min_samples: if min_samples == usize::MAX { 0 } else { min_samples },
         tests: family,

@@ -164,6 +164,9 @@ fn run_metadata(s: &Summary) -> String {
         format!("{} cores ({}), {} MB, {}, {}", s.machine.cores, s.machine.cpu_model, s.machine.memory_mb, s.machine.kernel, s.machine.os),
     );
     meta("servers", s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+    if let Some(c) = &s.target_costs {
+        meta("target costs", super::tables::target_costs_lines(c).join("; "));
+    }
     meta("fencing", format!("{:?}", s.fencing).to_lowercase());
     let ws: Vec<&WorkloadSummary> = s.backends.iter().flat_map(|b| &b.workloads).collect();
     if let Some(seed) = ws.iter().find_map(|w| w.seed) {

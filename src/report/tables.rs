@@ -311,3 +311,53 @@ pub fn scaling_rows(s: &Summary) -> Vec<[String; 8]> {
     }
     rows
 }
+
+/// The target's measured costs in two lines (terminal, `summary.md`, the page's run
+/// metadata): the round trip per service, the fsync per medium and where each service's
+/// data is. A figure not taken reads "not measured", never a number.
+pub fn target_costs_lines(c: &crate::summary::medium::TargetCosts) -> Vec<String> {
+    use crate::stats::fmt_micros;
+    let mut services: Vec<String> = Vec::new();
+    let mut vias: Vec<&str> = Vec::new();
+    for r in &c.round_trips {
+        if !services.contains(&r.service) {
+            services.push(r.service.clone());
+        }
+        if !vias.contains(&r.via.words()) {
+            vias.push(r.via.words());
+        }
+    }
+    let rtt: Vec<String> = services
+        .iter()
+        .map(|s| {
+            let nodes = c.round_trips_of(s);
+            let mut med: Vec<f64> = nodes.iter().filter_map(|r| r.figure.median_us).collect();
+            med.sort_by(|a, b| a.total_cmp(b));
+            let missing = nodes.len() - med.len();
+            let shown = match (med.first(), med.last()) {
+                (Some(lo), Some(hi)) if fmt_micros(*lo) != fmt_micros(*hi) => format!("{s} {}-{}", fmt_micros(*lo), fmt_micros(*hi)),
+                (Some(lo), _) => format!("{s} {}", fmt_micros(*lo)),
+                _ => format!("{s} not measured"),
+            };
+            if missing > 0 && !med.is_empty() { format!("{shown} ({missing} of {} nodes not measured)", nodes.len()) } else { shown }
+        })
+        .collect();
+    let fsync: Vec<String> = c
+        .fsync
+        .iter()
+        .map(|f| match (f.figure.median_us, f.figure.p90_us) {
+            (Some(m), Some(p)) => format!("{} {} (p90 {})", f.kind.words(), fmt_micros(m), fmt_micros(p)),
+            _ => format!("{} not measured ({})", f.kind.words(), f.figure.not_measured.as_deref().unwrap_or("no figure")),
+        })
+        .collect();
+    let data: Vec<String> = c.data_on.iter().map(|(s, d)| format!("{s} on {}", d.kind.words())).collect();
+    let mut lines = Vec::new();
+    if !rtt.is_empty() {
+        lines.push(format!("network round trip (median per node, {}): {}", vias.join(", "), rtt.join(", ")));
+    }
+    if !fsync.is_empty() {
+        let on = if data.is_empty() { String::new() } else { format!("; data: {}", data.join(", ")) };
+        lines.push(format!("fsync (4 KiB write + fdatasync, median): {}{on}", fsync.join(", ")));
+    }
+    lines
+}

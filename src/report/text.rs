@@ -202,11 +202,23 @@ pub fn markdown(s: &Summary) -> String {
         out.push_str(&s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
         out.push('\n');
     }
+    if let Some(c) = &s.target_costs {
+        out.push_str("\nTarget costs, measured before the phases:\n\n");
+        for l in super::tables::target_costs_lines(c) {
+            out.push_str(&format!("- {l}\n"));
+        }
+    }
     if let Some(c) = &s.calibration {
         out.push('\n');
         out.push_str(&calibration_markdown(c));
     }
     out
+}
+
+/// The target's measured costs (round trips, fsync), as the terminal prints them after the
+/// run table; none when the run did not measure them.
+pub fn target_costs(s: &Summary) -> Vec<String> {
+    s.target_costs.iter().flat_map(super::tables::target_costs_lines).collect()
 }
 
 /// The four-properties table in Markdown (also what the terminal shows).

@@ -185,6 +185,10 @@ fn begin(plan: &RunPlan) -> anyhow::Result<(RunDir, Summary)> {
 async fn ready(plan: &RunPlan, dir: &RunDir, summary: &mut Summary, t: &Running, real: &[BackendKind], endpoints: &Endpoints) -> anyhow::Result<()> {
     reachable(endpoints, real, plan.timeouts.connect).await?;
     summary.versions = t.versions(plan.timeouts.connect).await.map_err(anyhow::Error::msg)?;
+    if !matches!(plan.target, TargetChoice::External { .. }) {
+        eprintln!("dlbench: timing the target's round trips and fsync (a few seconds)");
+    }
+    summary.target_costs = t.target_costs(real, &dir.path).await;
     dir.write_json("summary.json", summary)?;
     if plan.nemesis.is_empty() {
         return Ok(());

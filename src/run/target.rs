@@ -36,6 +36,17 @@ impl Running {
         }
     }
 
+    /// What the layer between bench and servers costs here (`cluster::medium`); `None` on
+    /// an external target, whose servers dlbench neither runs nor can look inside.
+    pub(super) async fn target_costs(&self, real: &[BackendKind], out: &std::path::Path) -> Option<crate::summary::medium::TargetCosts> {
+        use crate::cluster::medium;
+        match self {
+            Running::Local(t) => Some(medium::measure(medium::local_plan(t, real), None).await),
+            Running::Compose(t) => Some(medium::measure(medium::compose_plan(t, real, out.to_path_buf()).await, Some(&**t)).await),
+            Running::External(_) => None,
+        }
+    }
+
     pub(super) async fn versions(&self, within: Duration) -> Result<std::collections::BTreeMap<String, String>, String> {
         match self {
             Running::Local(t) => Ok(t.versions().await),

@@ -5,6 +5,7 @@
 
 pub mod answer;
 pub mod calibration;
+pub mod medium;
 pub mod usage;
 pub mod scaling;
 pub mod scenario;
@@ -374,6 +375,11 @@ pub struct Summary {
     /// (`--resource`, shown without credentials), whose clock stamped every section.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_server: Option<String>,
+    /// What the layer between the bench and the servers cost on this target (round trips,
+    /// fsync), measured before the phases; absent where it was not measured (external
+    /// target, runs written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_costs: Option<medium::TargetCosts>,
 }
 
 impl Summary {
@@ -402,6 +408,7 @@ impl Summary {
             soak: None,
             shards: Vec::new(),
             resource_server: None,
+            target_costs: None,
         }
     }
 

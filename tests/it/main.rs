@@ -35,6 +35,7 @@ mod report;
 mod report_page;
 mod shard;
 mod soak;
+mod target_costs;
 mod tls;
 mod trend;
 mod users;

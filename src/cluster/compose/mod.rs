@@ -27,6 +27,7 @@ use crate::cluster::probe;
 
 mod docker;
 mod faults;
+pub mod media;
 mod network;
 mod redis;
 

@@ -1,0 +1,170 @@
+//! `summary.json`'s `target_costs` section: what the layer between the bench and the servers
+//! costs on this target, measured once the target is up and before the phases
+//! (`cluster::medium` measures it): the round trip of each protocol's smallest request to
+//! each node, and the latency of a 4 KiB write + fdatasync on the media the servers' data
+//! lives on. `compare` reads it to say what part of a compose-vs-local difference the
+//! container layer explains.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A latency measured `n` times, or why it was not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Figure {
+    /// How many timed samples (after the warm-up ones); 0 when not measured.
+    pub n: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_us: Option<f64>,
+    /// Why there is no figure (the measurement never fails the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measured: Option<String>,
+}
+
+impl Figure {
+    /// The median and p90 of `samples_us` (nearest rank), rounded to 0.1 µs.
+    pub fn of(samples_us: &[f64]) -> Figure {
+        if samples_us.is_empty() {
+            return Figure::missing("no sample was taken");
+        }
+        let mut s = samples_us.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let at = |q: f64| {
+            let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+            (s[i] * 10.0).round() / 10.0
+        };
+        Figure { n: s.len() as u64, median_us: Some(at(0.5)), p90_us: Some(at(0.9)), not_measured: None }
+    }
+
+    pub fn missing(why: impl Into<String>) -> Figure {
+        Figure { n: 0, median_us: None, p90_us: None, not_measured: Some(why.into()) }
+    }
+}
+
+/// Where a client's packets go on their way to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Path {
+    /// The local target's own ports on 127.0.0.1.
+    Loopback,
+    /// The local target through dlbench's fault proxies (faults that need them were asked).
+    LoopbackProxy,
+    /// The bench inside the compose network, by service name (the Docker bridge).
+    ComposeNetwork,
+    /// The bench on the host, through a port the compose service publishes on 127.0.0.1
+    /// (the bridge, behind Docker's port forwarding).
+    PublishedPort,
+}
+
+impl Path {
+    pub fn words(self) -> &'static str {
+        match self {
+            Path::Loopback => "loopback",
+            Path::LoopbackProxy => "loopback via proxy",
+            Path::ComposeNetwork => "compose network",
+            Path::PublishedPort => "published port",
+        }
+    }
+}
+
+/// One node's round trip: the smallest request of its protocol, sent in sequence on one
+/// connection already open and warmed up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RoundTrip {
+    /// The server family (redis, redlock, etcd, zookeeper, postgres, mariadb).
+    pub service: String,
+    /// The endpoint the run's clients use.
+    pub node: String,
+    pub via: Path,
+    /// The request timed (e.g. `PING`, `SELECT 1`).
+    pub request: String,
+    #[serde(flatten)]
+    pub figure: Figure,
+}
+
+/// What holds a file: the host's own file system, a Docker volume, or a container's
+/// writable layer (its storage driver: overlayfs, fuse-overlayfs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MediumKind {
+    Host,
+    Volume,
+    ContainerLayer,
+}
+
+impl MediumKind {
+    pub fn words(self) -> &'static str {
+        match self {
+            MediumKind::Host => "host",
+            MediumKind::Volume => "volume",
+            MediumKind::ContainerLayer => "container layer",
+        }
+    }
+}
+
+/// The latency of a 4 KiB write followed by fdatasync on one medium.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Fsync {
+    pub kind: MediumKind,
+    /// The directory written in (inside `container`, when there is one).
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// How it was timed (in-process `pwrite` + `fdatasync`, or `dd ... conv=notrunc,fdatasync`
+    /// in the container, by dd's own clock).
+    pub method: String,
+    #[serde(flatten)]
+    pub figure: Figure,
+}
+
+/// Where one server family keeps its data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DataOn {
+    pub kind: MediumKind,
+    pub path: String,
+}
+
+/// The target's layer, measured: round trips per node, fsync per medium, and which medium
+/// each server family's data is on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TargetCosts {
+    pub round_trips: Vec<RoundTrip>,
+    pub fsync: Vec<Fsync>,
+    /// By server family.
+    #[serde(default)]
+    pub data_on: BTreeMap<String, DataOn>,
+    /// How long the whole measurement took, seconds.
+    pub took_s: f64,
+}
+
+impl TargetCosts {
+    /// The round trips of one server family's nodes that were measured.
+    pub fn round_trips_of(&self, service: &str) -> Vec<&RoundTrip> {
+        self.round_trips.iter().filter(|r| r.service == service).collect()
+    }
+
+    /// The fsync figure of the medium `service`'s data is on, with that medium.
+    pub fn fsync_of(&self, service: &str) -> Option<&Fsync> {
+        let on = self.data_on.get(service)?;
+        self.fsync.iter().find(|f| f.kind == on.kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_p90_by_nearest_rank() {
+        let s: Vec<f64> = (1..=10).map(f64::from).collect();
+        let f = Figure::of(&s);
+        assert_eq!((f.n, f.median_us, f.p90_us), (10, Some(5.0), Some(9.0)));
+        let f = Figure::of(&[3.0]);
+        assert_eq!((f.median_us, f.p90_us), (Some(3.0), Some(3.0)));
+        let f = Figure::of(&[]);
+        assert_eq!((f.n, f.median_us), (0, None));
+        assert!(f.not_measured.is_some(), "no samples is said, never a 0");
+    }
+}
