@@ -17,7 +17,7 @@ for arg in "$@"; do
         *) echo "setup: unknown option $arg (use --peers)" >&2; exit 2 ;;
     esac
 done
-PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql mariadb-server mariadb-client \
+PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql mariadb-server mariadb-client nats-server \
 protobuf-compiler libprotobuf-dev gcc chromium openssl pgbouncer"
 missing=""
 for p in $PACKAGES; do

@@ -98,6 +98,19 @@ pub async fn connect_with(
             Arc::new(dlbench_pg_advisory::AdvisoryBackend::connect(pg_config(s, t, pw, tls), scope).await?)
         }
         BackendKind::Mariadb | BackendKind::MariadbGetLock => mariadb(kind, s, t, pw, tls, connections).await?,
+        BackendKind::Nats => {
+            if tls.is_some() {
+                return Err(LockError::Config("[nats.tls] is not supported yet; connect without TLS".into()));
+            }
+            let mut c = dlbench_nats::NatsConfig::new(s.endpoints.clone());
+            c.connect_timeout = t.connect;
+            c.request_timeout = t.request;
+            if let (Some(u), Some(p)) = (&s.user, pw) {
+                c.user = Some(u.clone());
+                c.password = Some(p);
+            }
+            Arc::new(dlbench_nats::NatsBackend::connect_with(c, connections).await?)
+        }
         BackendKind::Memory => unreachable!(),
     })
 }

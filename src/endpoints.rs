@@ -107,6 +107,8 @@ pub struct Endpoints {
     pub zookeeper: Option<Section>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<Section>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nats: Option<Section>,
 }
 
 impl Endpoints {
@@ -120,6 +122,7 @@ impl Endpoints {
             BackendKind::Redlock => self.redlock.as_ref(),
             BackendKind::Zookeeper => self.zookeeper.as_ref(),
             BackendKind::Etcd => self.etcd.as_ref(),
+            BackendKind::Nats => self.nats.as_ref(),
             _ => None,
         }
     }
@@ -132,6 +135,7 @@ impl Endpoints {
             BackendKind::Redlock => &mut self.redlock,
             BackendKind::Zookeeper => &mut self.zookeeper,
             BackendKind::Etcd => &mut self.etcd,
+            BackendKind::Nats => &mut self.nats,
             _ => return,
         };
         *slot = Some(section);

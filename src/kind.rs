@@ -27,6 +27,9 @@ pub enum BackendKind {
     /// etcd's server-side lock service (the v3lock `Lock` / `Unlock` RPCs), on the etcd
     /// servers.
     EtcdV3lock,
+    /// A NATS JetStream key-value bucket (create-if-absent, revision compare), on its own
+    /// three-server cluster.
+    Nats,
     Memory,
 }
 
@@ -37,19 +40,20 @@ impl BackendKind {
         [BackendKind::Postgres, BackendKind::Redis, BackendKind::Redlock, BackendKind::Zookeeper, BackendKind::Etcd];
 
     /// Every server family: what a target can start and what an endpoints file has a
-    /// section for (MariaDB beside the default five).
-    pub const SERVERS: [BackendKind; 6] = [
+    /// section for (MariaDB and NATS beside the default five).
+    pub const SERVERS: [BackendKind; 7] = [
         BackendKind::Postgres,
         BackendKind::Mariadb,
         BackendKind::Redis,
         BackendKind::Redlock,
         BackendKind::Zookeeper,
         BackendKind::Etcd,
+        BackendKind::Nats,
     ];
 
     /// Every design on real servers (`--backends all`), each beside its family in the order
     /// the table lists them: database, Redis, consensus.
-    pub const ALL: [BackendKind; 11] = [
+    pub const ALL: [BackendKind; 12] = [
         BackendKind::Postgres,
         BackendKind::PgAdvisory,
         BackendKind::PgAdvisoryXact,
@@ -61,6 +65,7 @@ impl BackendKind {
         BackendKind::Zookeeper,
         BackendKind::Etcd,
         BackendKind::EtcdV3lock,
+        BackendKind::Nats,
     ];
 
     /// The server family this design runs on: its servers, endpoints section and faults.
@@ -94,7 +99,7 @@ impl BackendKind {
             BackendKind::Postgres | BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact => 0,
             BackendKind::Mariadb | BackendKind::MariadbGetLock => 0,
             BackendKind::Redis | BackendKind::Redisson | BackendKind::Redlock => 1,
-            BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::EtcdV3lock => 2,
+            BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::EtcdV3lock | BackendKind::Nats => 2,
             BackendKind::Memory => 3,
         }]
     }
@@ -103,7 +108,7 @@ impl BackendKind {
     /// design, or None where its nodes talk to each other (a consensus cluster).
     pub fn nothing_to_partition(self) -> Option<&'static str> {
         match self {
-            BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::EtcdV3lock => None,
+            BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::EtcdV3lock | BackendKind::Nats => None,
             BackendKind::Redlock => Some("Redlock's five nodes never talk to each other, so no link between them carries the lock"),
             BackendKind::Memory => Some("the memory backend has no nodes"),
             _ => Some("it runs on one server, with no link between nodes to cut"),
@@ -130,6 +135,7 @@ impl BackendKind {
             BackendKind::Zookeeper => "zookeeper",
             BackendKind::Etcd => "etcd",
             BackendKind::EtcdV3lock => "etcd-v3lock",
+            BackendKind::Nats => "nats",
             BackendKind::Memory => "memory",
         }
     }
@@ -162,6 +168,7 @@ impl FromStr for BackendKind {
             "zookeeper" | "zk" => Ok(BackendKind::Zookeeper),
             "etcd" => Ok(BackendKind::Etcd),
             "etcd-v3lock" => Ok(BackendKind::EtcdV3lock),
+            "nats" => Ok(BackendKind::Nats),
             "memory" => Ok(BackendKind::Memory),
             other => Err(format!("unknown backend {other:?}; valid backends: {}", Self::all_names())),
         }
@@ -202,7 +209,9 @@ mod tests {
     #[test]
     fn all_means_every_design_and_default_the_five_families() {
         let v = parse_list("all").unwrap();
-        assert_eq!(v.len(), 11);
+        assert_eq!(v.len(), 12);
+        assert_eq!(v.last(), Some(&BackendKind::Nats), "nats sits with the consensus designs, last");
+        assert!(!BackendKind::REAL.contains(&BackendKind::Nats), "nats is not one of the default five");
         assert!(!v.contains(&BackendKind::Memory));
         assert_eq!(v[1], BackendKind::PgAdvisory, "the advisory designs sit beside postgres");
         assert_eq!(parse_list("default").unwrap(), BackendKind::REAL.to_vec());

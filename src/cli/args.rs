@@ -255,7 +255,7 @@ pub(crate) struct CalibrateArgs {
 #[derive(Args, Debug)]
 pub(crate) struct SoakArgs {
     /// Backends, comma-separated; `default` is the five families' own recipes, `all` adds
-    /// the other designs (pg-advisory, pg-advisory-xact, redisson, etcd-v3lock). Each runs its share of
+    /// the other designs (pg-advisory, pg-advisory-xact, redisson, etcd-v3lock, nats). Each runs its share of
     /// --duration, in turn.
     #[arg(long, default_value = "default", help_heading = "Target")]
     pub(crate) backends: String,
@@ -330,7 +330,8 @@ pub(crate) fn client_list(s: &str) -> Result<Vec<usize>, String> {
 pub(crate) struct RunArgs {
     /// Backends to run, comma-separated; `default` is the five families' own recipes
     /// (postgres, redis, redlock, zookeeper, etcd); `all` adds the other designs
-    /// (pg-advisory, pg-advisory-xact, mariadb, mariadb-get-lock, redisson, etcd-v3lock);
+    /// (pg-advisory, pg-advisory-xact, mariadb, mariadb-get-lock, redisson, etcd-v3lock,
+    /// nats);
     /// `memory` is the in-process reference.
     #[arg(long, default_value = "default", help_heading = "Target")]
     pub(crate) backends: String,

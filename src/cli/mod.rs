@@ -46,7 +46,7 @@ pub fn main() -> i32 {
         .ok()
         .and_then(|s| s.parse::<tracing_subscriber::filter::Targets>().ok())
         .unwrap_or_else(|| {
-            "error,dlbench=warn,dlbench_etcd=warn,dlbench_zookeeper=warn,dlbench_redis=warn,dlbench_redlock=warn,dlbench_postgres=warn"
+            "error,dlbench=warn,dlbench_etcd=warn,dlbench_zookeeper=warn,dlbench_redis=warn,dlbench_redlock=warn,dlbench_postgres=warn,dlbench_nats=warn"
                 .parse()
                 .expect("the default filter parses")
         });

@@ -131,6 +131,7 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         }
     }
     let target = plan_target(&a)?;
+    let backends = compose_without_nats(backends, &a.backends, &target, &mut notices)?;
     let plan = RunPlan {
         backends,
         phases,
@@ -201,6 +202,21 @@ fn plan_phases(a: &RunArgs) -> anyhow::Result<Vec<Workload>> {
         w.validate().map_err(|e| anyhow::anyhow!("workload {}: {e}", w.name))?;
     }
     Ok(phases)
+}
+
+/// The compose file has no NATS service yet: `all` there leaves nats out and says so; nats
+/// named outright is refused before anything is created.
+fn compose_without_nats(mut backends: Vec<BackendKind>, asked: &str, target: &TargetChoice, notices: &mut Vec<String>) -> anyhow::Result<Vec<BackendKind>> {
+    if !matches!(target, TargetChoice::Compose { .. }) || !backends.contains(&BackendKind::Nats) {
+        return Ok(backends);
+    }
+    anyhow::ensure!(
+        asked.trim() == "all",
+        "--backends nats: the compose target has no NATS service yet; run nats on --target local, or on --target external with a [nats] section"
+    );
+    backends.retain(|k| *k != BackendKind::Nats);
+    notices.push("dlbench: --backends all on compose leaves out nats (the compose file has no NATS service yet)".into());
+    Ok(backends)
 }
 
 /// Where the servers are, from --target, --endpoints and --compose-project.

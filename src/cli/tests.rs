@@ -161,3 +161,24 @@ fn wrap_keeps_words_within_the_width() {
     assert_eq!(w, "  one two\n    three\n    four\n    five six\n    seven\n    eight\n    nine ten\n");
     assert_eq!(w.split_whitespace().collect::<Vec<_>>().join(" "), text);
 }
+
+/// The compose target has no NATS service: `--backends nats` there is refused in one line
+/// naming the way out, `all` leaves nats out and says so, and other targets keep it.
+#[test]
+fn compose_refuses_nats_and_all_leaves_it_out() {
+    let plan = |args: &[&str]| {
+        let mut v = vec!["dlbench", "run"];
+        v.extend_from_slice(args);
+        match Cli::from_arg_matches(&command().try_get_matches_from(v).unwrap()).unwrap().command {
+            Command::Run(a) => build_run_plan(a),
+            other => panic!("{other:?}"),
+        }
+    };
+    let e = plan(&["--target", "compose", "--backends", "etcd,nats"]).unwrap_err().to_string();
+    assert!(e.contains("compose target has no NATS service") && e.contains("--target local") && !e.contains('\n'), "{e}");
+    let (p, notices) = plan(&["--target", "compose", "--backends", "all"]).unwrap();
+    assert!(!p.backends.contains(&crate::kind::BackendKind::Nats) && p.backends.len() == 11, "{:?}", p.backends);
+    assert!(notices.iter().any(|n| n.contains("leaves out nats")), "{notices:?}");
+    let (p, _) = plan(&["--backends", "all"]).unwrap();
+    assert!(p.backends.contains(&crate::kind::BackendKind::Nats));
+}

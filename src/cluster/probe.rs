@@ -8,6 +8,7 @@ use crate::endpoints::Endpoints;
 use crate::kind::BackendKind;
 use crate::cluster::local::etcd;
 use crate::cluster::local::mariadb;
+use crate::cluster::local::nats;
 use crate::cluster::local::postgres;
 use crate::cluster::local::redis;
 use crate::cluster::local::zookeeper;
@@ -23,11 +24,13 @@ pub async fn healthy(kind: BackendKind, endpoints: &[String], password: Option<&
         BackendKind::Redis | BackendKind::Redlock => redis::healthy(endpoints, password, within).await,
         BackendKind::Postgres => postgres::healthy(endpoints, password, within).await,
         BackendKind::Mariadb => mariadb::healthy(endpoints, within).await,
+        BackendKind::Nats => nats::healthy(endpoints, within).await,
         _ => Ok(()),
     }
 }
 
-/// The endpoint (index into `endpoints`) of the node that leads, for etcd and ZooKeeper.
+/// The endpoint (index into `endpoints`) of the node that leads, for etcd and ZooKeeper,
+/// and for NATS the server that leads the lock bucket's stream.
 pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], password: Option<&str>, within: Duration) -> Option<usize> {
     match kind.server() {
         BackendKind::Etcd => {
@@ -42,6 +45,14 @@ pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], p
             for (i, ep) in endpoints.iter().enumerate() {
                 if zookeeper::four_letter(ep, "srvr", within).await.is_ok_and(|o| o.contains("Mode: leader")) {
                     return Some(i);
+                }
+            }
+            None
+        }
+        BackendKind::Nats => {
+            for ep in endpoints {
+                if let Ok(name) = nats::leader_name(ep, within).await {
+                    return names.iter().position(|n| *n == name);
                 }
             }
             None
@@ -66,6 +77,7 @@ pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -
                 BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password, within).await,
                 BackendKind::Postgres => postgres::version(ep, password, within).await,
                 BackendKind::Mariadb => mariadb::version(ep, within).await,
+                BackendKind::Nats => nats::version(ep, within).await,
                 _ => Err(String::new()),
             }
         };

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::{dlbench, scratch, sigint, up, wait_exit};
 
 const TTL: &str = "3s";
-const BACKENDS: [&str; 11] = ["postgres", "pg-advisory", "pg-advisory-xact", "mariadb", "mariadb-get-lock", "redis", "redisson", "redlock", "zookeeper", "etcd", "etcd-v3lock"];
+const BACKENDS: [&str; 12] = ["postgres", "pg-advisory", "pg-advisory-xact", "mariadb", "mariadb-get-lock", "redis", "redisson", "redlock", "zookeeper", "etcd", "etcd-v3lock", "nats"];
 
 fn now_s() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()

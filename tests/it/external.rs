@@ -55,7 +55,7 @@ fn external_target_with_passwords_from_the_environment() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "external run failed (exit {:?}): {stderr}\n{stdout}", out.status.code());
-    const DESIGNS: [&str; 11] = ["postgres", "pg-advisory", "pg-advisory-xact", "mariadb", "mariadb-get-lock", "redis", "redisson", "redlock", "zookeeper", "etcd", "etcd-v3lock"];
+    const DESIGNS: [&str; 12] = ["postgres", "pg-advisory", "pg-advisory-xact", "mariadb", "mariadb-get-lock", "redis", "redisson", "redlock", "zookeeper", "etcd", "etcd-v3lock", "nats"];
     for b in DESIGNS {
         assert!(stdout.lines().any(|l| l.split_whitespace().next() == Some(b)), "{b} missing from the table:\n{stdout}");
     }

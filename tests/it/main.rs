@@ -28,6 +28,7 @@ mod external;
 mod faults;
 mod lifecycle;
 mod mutation;
+mod nats;
 mod peers;
 mod readme;
 mod real_servers;

@@ -74,6 +74,12 @@ conformance_tests!(
     dead = support::dead(BackendKind::EtcdV3lock),
     ttl = Duration::from_secs(2)
 );
+conformance_tests!(
+    conformance_nats,
+    make = support::backend(BackendKind::Nats).await,
+    dead = support::dead(BackendKind::Nats),
+    ttl = Duration::from_secs(2)
+);
 
 mod interop {
     use super::*;

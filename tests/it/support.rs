@@ -64,7 +64,7 @@ pub async fn backend(kind: BackendKind) -> Arc<dyn Backend> {
 pub async fn dead(kind: BackendKind) -> Result<Arc<dyn Backend>, LockError> {
     let n = match kind {
         BackendKind::Redlock => 5,
-        BackendKind::Etcd | BackendKind::Zookeeper => 3,
+        BackendKind::Etcd | BackendKind::Zookeeper | BackendKind::Nats => 3,
         _ => 1,
     };
     let mut e = Endpoints::default();

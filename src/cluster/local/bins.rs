@@ -24,6 +24,7 @@ pub struct Binaries {
     pub postgres: Option<PathBuf>,
     pub mariadbd: Option<PathBuf>,
     pub mariadb_install_db: Option<PathBuf>,
+    pub nats_server: Option<PathBuf>,
 }
 
 pub fn which(name: &str) -> Option<PathBuf> {
@@ -109,6 +110,15 @@ pub fn find(backends: &[BackendKind]) -> Result<Binaries, Missing> {
                 let miss = |bin: &str| Missing { binary: bin.into(), package: "mariadb-server", where_: " on PATH or in /usr/sbin".into() };
                 b.mariadbd = Some(find("mariadbd").ok_or_else(|| miss("mariadbd"))?);
                 b.mariadb_install_db = Some(find("mariadb-install-db").ok_or_else(|| miss("mariadb-install-db"))?);
+            }
+            BackendKind::Nats => {
+                // Debian puts it in /usr/sbin, which a non-root PATH may lack.
+                let sbin = Path::new("/usr/sbin/nats-server");
+                b.nats_server = Some(which("nats-server").or_else(|| is_executable(sbin).then(|| sbin.to_path_buf())).ok_or(Missing {
+                    binary: "nats-server".into(),
+                    package: "nats-server",
+                    where_: " on PATH or in /usr/sbin".into(),
+                })?);
             }
             _ => {}
         }

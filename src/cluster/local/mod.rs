@@ -1,7 +1,7 @@
 //! The `local` target, the embedded default: dlbench starts real servers itself.
 //!
 //! Topology: etcd x3, ZooKeeper x3 (an ensemble), Redis x1, Redis x5 for Redlock,
-//! PostgreSQL x1, MariaDB x1 (when asked for). Every server binds 127.0.0.1 on ports claimed for this run (see
+//! PostgreSQL x1, MariaDB x1 and NATS x3 (a JetStream cluster) when asked for. Every server binds 127.0.0.1 on ports claimed for this run (see
 //! [`ports`]), keeps its data in a runtime directory every server user can enter (see
 //! [`runtime`]; linked from `<run dir>/servers/<node>/data`) and its log in
 //! `<run dir>/servers/<node>/log`, and is health-checked before load starts. [`process`] guarantees each is stopped on exit,
@@ -15,6 +15,7 @@ mod plan;
 #[cfg(test)]
 mod parity;
 pub mod mariadb;
+pub(crate) mod nats;
 pub(crate) mod postgres;
 pub mod ports;
 pub mod process;
@@ -422,7 +423,8 @@ impl LocalTarget {
         self.connect_timeout
     }
 
-    /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper), if any answers.
+    /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper; for NATS the lock
+    /// bucket's stream leader), if any answers.
     pub async fn leader_node(&self, kind: BackendKind) -> Option<Arc<Node>> {
         let nodes: Vec<Arc<Node>> = self.nodes_of(kind).into_iter().filter(|n| n.is_running() && !n.is_paused()).collect();
         match kind.server() {
@@ -438,6 +440,14 @@ impl LocalTarget {
                 for n in &nodes {
                     if zookeeper::four_letter(&n.real_addr, "srvr", self.connect_timeout).await.is_ok_and(|o| o.contains("Mode: leader")) {
                         return Some(n.clone());
+                    }
+                }
+                None
+            }
+            BackendKind::Nats => {
+                for n in &nodes {
+                    if let Ok(name) = nats::leader_name(&n.real_addr, self.connect_timeout).await {
+                        return self.nodes.iter().find(|x| x.name == name).cloned();
                     }
                 }
                 None

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::bins::Binaries;
 use super::ports::PortClaims;
-use super::{etcd, mariadb, postgres, redis, zookeeper, NodePlan, TargetError, TargetOptions};
+use super::{etcd, mariadb, nats, postgres, redis, zookeeper, NodePlan, TargetError, TargetOptions};
 use crate::kind::BackendKind;
 
 /// A node planned, with its place in the target.
@@ -59,6 +59,7 @@ impl Layout<'_> {
                 BackendKind::Redlock => self.redlock(ports)?,
                 BackendKind::Postgres => self.postgres(ports).await?,
                 BackendKind::Mariadb => self.mariadb(ports).await?,
+                BackendKind::Nats => self.nats(ports)?,
                 // Designs on another family's servers were mapped to it above.
                 _ => vec![],
             });
@@ -82,6 +83,22 @@ impl Layout<'_> {
             .map(|(plan, pt)| {
                 let peers = pt.peer_front.map(|f| vec![(f, pt.peer)]).unwrap_or_default();
                 Planned { backend: BackendKind::Etcd, plan, replica: false, peers }
+            })
+            .collect())
+    }
+
+    fn nats(&self, ports: &mut PortClaims) -> Result<Vec<Planned>, TargetError> {
+        let p = claim(ports, 9)?;
+        let ports: Vec<nats::NatsPorts> = (0..3)
+            .map(|i| nats::NatsPorts { client: p[3 * i], route: p[3 * i + 1], route_front: self.options.proxies.then_some(p[3 * i + 2]) })
+            .collect();
+        let plans = nats::specs(self.bins.nats_server.as_ref().unwrap(), self.rt, self.dir, &ports).map_err(io)?;
+        Ok(plans
+            .into_iter()
+            .zip(&ports)
+            .map(|(plan, pt)| {
+                let peers = pt.route_front.map(|f| vec![(f, pt.route)]).unwrap_or_default();
+                Planned { backend: BackendKind::Nats, plan, replica: false, peers }
             })
             .collect())
     }

@@ -1,0 +1,209 @@
+//! One logical client of the KV lock: create, update and delete, each conditional on the
+//! subject's last sequence (see the crate docs).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_nats::header::{HeaderMap, HeaderValue, NATS_EXPECTED_LAST_SUBJECT_SEQUENCE};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::kv::Store;
+use async_nats::jetstream::Context;
+use async_trait::async_trait;
+use bytes::Bytes;
+use dlbench_core::{AcquireOptions, DistLock, Lease, LeaseHandle, LockError};
+
+use crate::{read_error, NatsConfig, SKIP_REVISION_CHECK};
+
+/// The KV header that marks a message as a delete (what `Store::delete` sends).
+const KV_OPERATION: &str = "KV-Operation";
+
+/// A lock name as a KV key: KV keys are subject tokens (`[-/_=.A-Za-z0-9]`, no leading or
+/// trailing dot), and a dot would split one lock name into nested tokens. Every other
+/// byte, and `=` and `.`, is written `=HH`, so two names never map to one key.
+pub(crate) fn kv_key(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'/' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("={b:02X}"));
+        }
+    }
+    out
+}
+
+/// What the stream leader holds for a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Last {
+    /// A holder's message at this revision.
+    Held(u64),
+    /// Free: no message at all (0), or a delete marker at this revision.
+    Free(u64),
+}
+
+/// Why a conditional write did not happen.
+enum WriteError {
+    /// The subject's last sequence was not the one we expected: someone else wrote.
+    Moved,
+    Lock(LockError),
+}
+
+/// What a held lock carries: its key and the revision we last wrote (renews move it).
+struct Held {
+    key: String,
+    revision: AtomicU64,
+}
+
+pub(crate) struct NatsLock {
+    js: Context,
+    store: Store,
+    cfg: NatsConfig,
+    /// A test-only hook (see [`SKIP_REVISION_CHECK`]).
+    unchecked: bool,
+}
+
+impl NatsLock {
+    pub(crate) fn new(js: Context, store: Store, cfg: NatsConfig) -> Self {
+        let unchecked = std::env::var(SKIP_REVISION_CHECK).is_ok_and(|v| v == "1");
+        if unchecked {
+            eprintln!("dlbench: test hook {SKIP_REVISION_CHECK} is set: nats renew and release skip the revision check");
+        }
+        NatsLock { js, store, cfg, unchecked }
+    }
+
+    fn subject(&self, key: &str) -> String {
+        format!("$KV.{}.{}", self.store.name, kv_key(key))
+    }
+
+    /// Publish `value` (a put) or a delete marker to `key`, only if the subject's last
+    /// sequence is `expected` (0: no message); `None` writes unconditionally (the test hook).
+    /// The new revision on success. A reply lost after the publish left is an unknown
+    /// outcome; "no responders" and a refusal before sending are definite.
+    async fn write(&self, key: &str, value: Option<&str>, expected: Option<u64>) -> Result<u64, WriteError> {
+        let mut headers = HeaderMap::new();
+        if let Some(rev) = expected {
+            headers.insert(NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, HeaderValue::from(rev));
+        }
+        if value.is_none() {
+            headers.insert(KV_OPERATION, "DEL");
+        }
+        let payload = Bytes::from(value.unwrap_or_default().to_string());
+        let fail = |what: &str, e: &dyn std::fmt::Display| format!("nats {what} {key}: {e}");
+        let ack = self
+            .js
+            .publish_with_headers(self.subject(key), headers, payload)
+            .await
+            .map_err(|e| WriteError::Lock(LockError::Unavailable(fail("publish to", &e))))?;
+        match ack.await {
+            Ok(a) => Ok(a.sequence),
+            Err(e) => Err(match e.kind() {
+                PublishErrorKind::WrongLastSequence => WriteError::Moved,
+                // Nobody listens on the subject: no stream leader took it.
+                PublishErrorKind::StreamNotFound => WriteError::Lock(LockError::Unavailable(fail("no stream for", &e))),
+                _ => WriteError::Lock(LockError::Indeterminate(fail("write to", &e))),
+            }),
+        }
+    }
+
+    /// The key's newest message, asked of the stream leader (a direct get may be served by
+    /// a replica that lags, and the lock's checks need the leader's view).
+    pub(crate) async fn last(&self, key: &str) -> Result<Last, LockError> {
+        let subject = self.subject(key);
+        let read = self.store.stream.get_last_raw_message_by_subject(&subject);
+        let msg = match tokio::time::timeout(self.cfg.request_timeout, read).await {
+            Err(_) => return Err(LockError::Unavailable(format!("nats read {key}: no reply within {:?}", self.cfg.request_timeout))),
+            Ok(Ok(m)) => m,
+            Ok(Err(e)) => return read_error(e).map_or(Ok(Last::Free(0)), Err),
+        };
+        let op = msg.headers.get(KV_OPERATION).map(|v| v.as_str().to_string());
+        Ok(match op.as_deref() {
+            Some("DEL") | Some("PURGE") => Last::Free(msg.sequence),
+            _ => Last::Held(msg.sequence),
+        })
+    }
+
+    /// One acquire attempt: create if absent, or over a delete marker. `None`: held.
+    async fn try_create(&self, key: &str, token: &str) -> Result<Option<u64>, LockError> {
+        match self.write(key, Some(token), self.expected(0)).await {
+            Ok(rev) => return Ok(Some(rev)),
+            Err(WriteError::Lock(e)) => return Err(e),
+            Err(WriteError::Moved) => {}
+        }
+        match self.last(key).await? {
+            Last::Held(_) => Ok(None),
+            Last::Free(marker) => match self.write(key, Some(token), Some(marker)).await {
+                Ok(rev) => Ok(Some(rev)),
+                // Another client took it between our read and our write.
+                Err(WriteError::Moved) => Ok(None),
+                Err(WriteError::Lock(e)) => Err(e),
+            },
+        }
+    }
+
+    fn expected(&self, rev: u64) -> Option<u64> {
+        (!self.unchecked).then_some(rev)
+    }
+
+    /// The longest a holder may count on: the asked TTL, cut to the bucket's.
+    fn validity(&self, ttl: Duration) -> Duration {
+        ttl.min(self.cfg.lock_ttl)
+    }
+}
+
+fn held(lease: &Lease) -> Result<&Held, LockError> {
+    lease.handle.data::<Held>().ok_or_else(|| LockError::Config("not a nats lease".into()))
+}
+
+#[async_trait]
+impl DistLock for NatsLock {
+    async fn acquire(&self, key: &str, opts: &AcquireOptions) -> Result<Lease, LockError> {
+        let invoked_at = Instant::now();
+        let token = format!("{:032x}", rand::random::<u128>());
+        let (rev, attempt_at) = dlbench_core::poll(opts, invoked_at, || self.try_create(key, &token)).await?;
+        let handle = LeaseHandle::new(token).with_data(Held { key: key.to_string(), revision: AtomicU64::new(rev) });
+        Ok(Lease::granted(key, Some(rev), invoked_at, attempt_at + self.validity(opts.ttl), handle))
+    }
+
+    async fn release(&self, lease: Lease) -> Result<(), LockError> {
+        let h = held(&lease)?;
+        let rev = h.revision.load(Ordering::SeqCst);
+        match self.write(&h.key, None, self.expected(rev)).await {
+            Ok(_) => Ok(()),
+            Err(WriteError::Moved) => Err(LockError::NotHeld(format!("{}: revision {rev} is no longer the last", h.key))),
+            Err(WriteError::Lock(e)) => Err(e),
+        }
+    }
+
+    async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
+        let sent = Instant::now();
+        let h = held(lease)?;
+        let rev = h.revision.load(Ordering::SeqCst);
+        match self.write(&h.key, Some(&lease.handle.id), self.expected(rev)).await {
+            Ok(new) => {
+                h.revision.store(new, Ordering::SeqCst);
+                lease.valid_until = sent + self.validity(ttl);
+                Ok(())
+            }
+            Err(WriteError::Moved) => Err(LockError::NotHeld(format!("{}: revision {rev} is no longer the last", h.key))),
+            Err(WriteError::Lock(e)) => Err(e),
+        }
+    }
+
+    /// Nothing to stop: the lock lives in the bucket until its max age runs out.
+    async fn abandon(&self) {}
+
+    async fn close(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kv_key;
+
+    #[test]
+    fn names_become_single_token_keys_and_never_collide() {
+        assert_eq!(kv_key("dlbench-run-1-k0"), "dlbench-run-1-k0");
+        assert_eq!(kv_key("a.b"), "a=2Eb");
+        assert_eq!(kv_key("a:b c"), "a=3Ab=20c");
+        assert_ne!(kv_key("a=2Eb"), kv_key("a.b"));
+    }
+}
