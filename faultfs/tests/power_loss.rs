@@ -170,6 +170,29 @@ fn act_sync_opens(d: &Path, _: &mut Vec<File>) {
     }
 }
 
+/// O_DIRECT (InnoDB's default flush method): the writes skip the kernel page cache but are no
+/// more durable for it, so the unsynced one is lost.
+fn act_direct(d: &Path, _: &mut Vec<File>) {
+    let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+    let write_page = |f: &File, fill: u8, at: u64| unsafe {
+        let buf = std::alloc::alloc(layout);
+        std::ptr::write_bytes(buf, fill, 4096);
+        let n = libc::pwrite(std::os::fd::AsRawFd::as_raw_fd(f), buf.cast(), 4096, at as i64);
+        std::alloc::dealloc(buf, layout);
+        assert_eq!(n, 4096, "O_DIRECT pwrite: {}", std::io::Error::last_os_error());
+    };
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(d.join("direct.dat"))
+        .unwrap();
+    write_page(&f, b'1', 0);
+    f.sync_data().unwrap();
+    write_page(&f, b'2', 4096);
+}
+
 fn act_rename_synced(d: &Path, _: &mut Vec<File>) {
     let mut f = create(&d.join("tmp1"));
     f.write_all(b"renamed after fsync").unwrap();
@@ -266,6 +289,12 @@ fn cases() -> Vec<Case> {
             act: act_sync_opens,
             live: vec![("dsync.dat", some(b"dsync.dat")), ("osync.dat", some(b"osync.dat"))],
             after: vec![("dsync.dat", some(b"dsync.dat")), ("osync.dat", some(b"osync.dat"))],
+        },
+        Case {
+            name: "O_DIRECT",
+            act: act_direct,
+            live: vec![("direct.dat", Some([[b'1'; 4096], [b'2'; 4096]].concat()))],
+            after: vec![("direct.dat", Some(vec![b'1'; 4096]))],
         },
         Case {
             name: "rename after fsync",
@@ -379,6 +408,7 @@ fn a_layer_that_keeps_unsynced_writes_is_caught() {
     let mut expected = vec![
         "write",
         "pwrite",
+        "O_DIRECT",
         "append",
         "rename without fsync",
         "mmap + msync",
