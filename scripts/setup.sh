@@ -3,7 +3,8 @@
 # official clients used by the interop tests, protoc for etcd-client's build, and a C
 # compiler for the clock shim the clock-jump scenario preloads into Redis, and chromium,
 # in which the tests render the HTML report, and openssl, which makes the TLS tests' certificates,
-# and PgBouncer, through which scenario U6 takes advisory locks.
+# and PgBouncer, through which scenario U6 takes advisory locks, and fuse3 (fusermount3) for the
+# power-loss layer (faultfs/; it mounts with the mount syscall as root, fusermount3 otherwise).
 # Idempotent: does nothing when everything is already installed.
 #
 #   sh scripts/setup.sh            the servers and tools dlbench and its tests need
@@ -18,7 +19,7 @@ for arg in "$@"; do
     esac
 done
 PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql mariadb-server mariadb-client nats-server \
-protobuf-compiler libprotobuf-dev gcc chromium openssl pgbouncer"
+protobuf-compiler libprotobuf-dev gcc chromium openssl pgbouncer fuse3"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
