@@ -160,7 +160,7 @@ pub fn per_acquisition_us(clients: usize, keys: usize, ops_per_sec: f64) -> Opti
 /// The note for one backend x workload, from each side's median rate over its samples.
 pub fn note(backend: &str, w: &WorkloadSummary, ops: (f64, f64), targets: (&str, &str), costs: (&TargetCosts, &TargetCosts)) -> Option<String> {
     let r = recipe(backend)?;
-    let head = format!("{backend} · {} ({} clients, {} keys)", w.name, w.clients, w.keys);
+    let head = format!("{backend} · {} ({} clients, {} key(s))", w.name, w.clients, w.keys);
     let (Some(tb), Some(tn)) = (per_acquisition_us(w.clients, w.keys, ops.0), per_acquisition_us(w.clients, w.keys, ops.1)) else {
         return Some(format!("{head}: no acquisitions on one side, nothing to explain"));
     };

@@ -99,7 +99,7 @@ fn the_note_reaches_the_comparison_text() {
     let c = compare_checked(&run("local", 1000.0, Some(local())), &run("compose", 1e6 / 2400.0, Some(compose)), &thresholds(&[]).unwrap(), true).unwrap();
     assert_eq!(c.target_costs.len(), 1);
     let t = text(&c);
-    assert!(t.contains("Target costs: etcd · hot-key (8 clients, 1 keys)"), "{t}");
+    assert!(t.contains("Target costs: etcd · hot-key (8 clients, 1 key(s))"), "{t}");
 }
 
 #[test]
