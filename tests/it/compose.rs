@@ -89,6 +89,31 @@ fn data_on_volumes() {
     assert!(checked >= 13, "expected the 13 servers of docker-compose.yml, checked {checked}:\n{ps}");
 }
 
+/// The run measured what the container layer costs before its phases and recorded it
+/// (summary.json's `target_costs`): a round trip per node the clients use, over `via`, and
+/// the fsync of the volume, the container layer and the host's disk; and printed it.
+fn target_costs_recorded(summary: &serde_json::Value, stdout: &str, via: &str, nodes: &[(&str, usize)]) {
+    let tc = &summary["target_costs"];
+    let rtts = tc["round_trips"].as_array().unwrap_or_else(|| panic!("no target_costs.round_trips: {tc}"));
+    for (family, count) in nodes {
+        let mine: Vec<&serde_json::Value> = rtts.iter().filter(|r| r["service"] == *family).collect();
+        assert_eq!(mine.len(), *count, "{family}: one round trip per node: {mine:?}");
+        for r in mine {
+            assert_eq!(r["via"], via, "{family}: measured over {via}: {r}");
+            assert_eq!(r["n"], 200, "{family}: 200 timed requests: {r}");
+            assert!(r["median_us"].as_f64().is_some_and(|m| m > 0.0), "{family}: a median round trip: {r}");
+        }
+        assert_eq!(tc["data_on"][*family]["kind"], "volume", "{family}'s data is on a volume: {}", tc["data_on"]);
+    }
+    for kind in ["volume", "container_layer", "host"] {
+        let f = tc["fsync"].as_array().unwrap().iter().find(|f| f["kind"] == kind).unwrap_or_else(|| panic!("no {kind} fsync: {}", tc["fsync"]));
+        assert!(f["n"] == 100 && f["median_us"].as_f64().is_some_and(|m| m > 0.0), "{kind} fsync measured 100 times: {f}");
+    }
+    let words = via.replace('_', " ");
+    assert!(stdout.contains(&format!("network round trip (median per node, {words}): ")), "the round trip is printed:\n{stdout}");
+    assert!(stdout.contains("fsync (4 KiB write + fdatasync, median): "), "the fsync latency is printed:\n{stdout}");
+}
+
 #[test]
 fn compose_topology_runs_the_bench_and_records_a_kill() {
     if let Err(why) = docker_engine() {
@@ -140,6 +165,8 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
         assert_eq!(s["overlaps"], 0, "{b}: overlaps without faults");
     }
     assert!(summary["versions"]["etcd"].as_str().is_some_and(|v| v.starts_with('3')), "etcd version asked of the server: {}", summary["versions"]);
+    // From the host the round trip crosses Docker's published ports (issue 35).
+    target_costs_recorded(&summary, &stdout, "published_port", &[("postgres", 1), ("redis", 1), ("redlock", 5), ("zookeeper", 3), ("etcd", 3)]);
 
     // The designs beyond the default five, on the same services: the MariaDB ones on the
     // mariadb service (its user and database found by the target, its version read from the
@@ -219,6 +246,8 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     assert!(stderr.contains(&format!("using compose project {PROJECT} for etcd, redlock (by name, inside its network)")), "not run from inside the network:\n{stderr}");
     let summary = std::fs::read_dir(&host_dir).unwrap().flatten().map(|e| e.path().join("summary.json")).find(|p| p.is_file()).expect("summary.json of the bench run");
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    // Inside the network the round trip is the bridge's, by service name.
+    target_costs_recorded(&summary, &String::from_utf8_lossy(&out.stdout), "compose_network", &[("etcd", 3), ("redlock", 5)]);
     let events = |b: &str, f: &str| -> Vec<String> {
         let s = summary["backends"].as_array().unwrap().iter().find(|x| x["name"] == b).unwrap();
         s["nemesis"].as_array().unwrap().iter().filter(|e| e["f"] == f).map(|e| e["phase"].as_str().unwrap_or_default().to_string()).collect()
