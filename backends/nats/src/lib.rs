@@ -5,12 +5,14 @@
 //! - one KV bucket, three replicas (file storage, so a stream replica survives a restart),
 //!   `history = 1`: each key keeps only its newest message;
 //! - acquire = KV *create*: publish the holder's token to `$KV.<bucket>.<key>` with the
-//!   header `Nats-Expected-Last-Subject-Sequence: 0` (the subject has no message). When it
-//!   has one and it is a delete marker left by a release, publish again expecting that
-//!   marker's sequence. Any other message is a holder: the lock is busy;
+//!   header `Nats-Expected-Last-Subject-Sequence: 0` (the subject has no message); any
+//!   message there is a holder, and the lock is busy;
 //! - renew = publish again expecting the last revision we wrote (a KV *update*);
-//! - release = a `KV-Operation: DEL` marker expecting the last revision we wrote (async-nats
-//!   `delete_expect_revision`, done here by hand so the ack's error kinds are kept apart);
+//! - release = erase our own message by its sequence (a stream message delete), so the key
+//!   is empty again. Not the textbook KV delete marker: the create after a marker must
+//!   expect the marker's sequence, and a 2.9 cluster checks a non-zero expected sequence
+//!   only before proposing the write, so waiters racing over one marker all win
+//!   (nats-server #4320; measured here as hundreds of overlaps, see docs/locks.md);
 //! - the fencing token is the revision the create got: the stream sequence, which grows
 //!   across every key of the bucket, so successive holders of one key get larger tokens;
 //! - a contended acquire polls after a jittered retry interval, like redis-py;
@@ -62,9 +64,9 @@ impl NatsConfig {
         }
     }
 
-    /// The bucket for this TTL: `dlbench-locks-<ms>ms`.
+    /// The bucket for this TTL: `dlbench-kvlock-<ms>ms`.
     pub fn bucket(&self) -> String {
-        format!("dlbench-locks-{}ms", self.lock_ttl.as_millis())
+        format!("dlbench-kvlock-{}ms", self.lock_ttl.as_millis())
     }
 }
 
@@ -117,7 +119,8 @@ async fn bucket(js: &Context, cfg: &NatsConfig) -> Result<Store, LockError> {
         num_replicas: cfg.replicas,
         discard: DiscardPolicy::New,
         allow_rollup: true,
-        deny_delete: true,
+        // A release erases its own message by sequence (see `lock`).
+        deny_delete: false,
         allow_direct: true,
         ..Default::default()
     };
@@ -128,9 +131,29 @@ async fn bucket(js: &Context, cfg: &NatsConfig) -> Result<Store, LockError> {
         Ok(Err(e)) => return Err(unavailable(&e)),
         Ok(Ok(_)) => {}
     }
+    leader_elected(js, &name, within).await?;
     match tokio::time::timeout(within, js.get_key_value(name.clone())).await {
         Err(_) => Err(LockError::Unavailable(format!("nats: bucket {name} not opened within {within:?}"))),
         Ok(r) => r.map_err(|e| unavailable(&e)),
+    }
+}
+
+/// Wait until the bucket's stream has a leader: a stream just made answers its first
+/// publishes with "no responders" until its replicas elect one.
+async fn leader_elected(js: &Context, name: &str, within: Duration) -> Result<(), LockError> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Ok(Ok(mut st)) = tokio::time::timeout(within, js.get_stream(format!("KV_{name}"))).await {
+            if let Ok(Ok(info)) = tokio::time::timeout(within, st.info()).await {
+                if info.cluster.as_ref().and_then(|c| c.leader.as_deref()).is_some_and(|l| !l.is_empty()) {
+                    return Ok(());
+                }
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(LockError::Unavailable(format!("nats: bucket {name} has no stream leader after {within:?}")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

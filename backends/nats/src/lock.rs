@@ -1,5 +1,5 @@
-//! One logical client of the KV lock: create, update and delete, each conditional on the
-//! subject's last sequence (see the crate docs).
+//! One logical client of the KV lock: create and update conditional on the subject's last
+//! sequence, release by erasing our own sequence (see the crate docs).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -122,20 +122,37 @@ impl NatsLock {
         })
     }
 
-    /// One acquire attempt: create if absent, or over a delete marker. `None`: held.
+    /// One acquire attempt: create if the key has no message. `None`: held. Never over a
+    /// delete marker: that write would expect the marker's sequence, and a 2.9 server
+    /// checks an expected sequence other than 0 only before it proposes the write, so
+    /// waiters racing over one marker are all accepted (nats-server #4320); a create
+    /// expecting 0 is checked where the write is applied, in log order.
     async fn try_create(&self, key: &str, token: &str) -> Result<Option<u64>, LockError> {
         match self.write(key, Some(token), self.expected(0)).await {
-            Ok(rev) => return Ok(Some(rev)),
-            Err(WriteError::Lock(e)) => return Err(e),
-            Err(WriteError::Moved) => {}
+            Ok(rev) => Ok(Some(rev)),
+            Err(WriteError::Moved) => Ok(None),
+            Err(WriteError::Lock(e)) => Err(e),
         }
-        match self.last(key).await? {
-            Last::Held(_) => Ok(None),
-            Last::Free(marker) => match self.write(key, Some(token), Some(marker)).await {
-                Ok(rev) => Ok(Some(rev)),
-                // Another client took it between our read and our write.
-                Err(WriteError::Moved) => Ok(None),
-                Err(WriteError::Lock(e)) => Err(e),
+    }
+
+    /// Release: erase our own message by its sequence (a stream message delete, through
+    /// the stream's log). It removes nothing else: once another write replaced ours, or
+    /// max_age dropped it, the sequence names no message and the answer is "not held".
+    /// The key is then empty, so the next create expects 0.
+    async fn erase(&self, key: &str, rev: u64) -> Result<(), LockError> {
+        use async_nats::jetstream::stream::DeleteMessageErrorKind as K;
+        let within = self.cfg.request_timeout;
+        let r = tokio::time::timeout(within, self.store.stream.delete_message(rev)).await;
+        match r {
+            Err(_) => Err(LockError::Indeterminate(format!("nats release {key}: no reply within {within:?}"))),
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(LockError::NotHeld(format!("{key}: revision {rev} was not erased"))),
+            Ok(Err(e)) => match e.kind() {
+                K::JetStream(j) if j.error_code() == async_nats::jetstream::ErrorCode::SEQUENCE_NOT_FOUND || j.code() == 404 || j.to_string().contains("no message found") => {
+                    Err(LockError::NotHeld(format!("{key}: revision {rev} is gone (replaced or expired)")))
+                }
+                K::TimedOut => Err(LockError::Indeterminate(format!("nats release {key}: {e}"))),
+                _ => Err(LockError::Indeterminate(format!("nats release {key}: {e}"))),
             },
         }
     }
@@ -167,11 +184,14 @@ impl DistLock for NatsLock {
     async fn release(&self, lease: Lease) -> Result<(), LockError> {
         let h = held(&lease)?;
         let rev = h.revision.load(Ordering::SeqCst);
-        match self.write(&h.key, None, self.expected(rev)).await {
-            Ok(_) => Ok(()),
-            Err(WriteError::Moved) => Err(LockError::NotHeld(format!("{}: revision {rev} is no longer the last", h.key))),
-            Err(WriteError::Lock(e)) => Err(e),
+        if self.unchecked {
+            // The test hook: a plain KV delete, whoever holds the key.
+            return match self.write(&h.key, None, None).await {
+                Ok(_) | Err(WriteError::Moved) => Ok(()),
+                Err(WriteError::Lock(e)) => Err(e),
+            };
         }
+        self.erase(&h.key, rev).await
     }
 
     async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<(), LockError> {
