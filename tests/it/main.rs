@@ -29,6 +29,7 @@ mod faults;
 mod lifecycle;
 mod mutation;
 mod peers;
+mod power_loss;
 mod readme;
 mod real_servers;
 mod report;
