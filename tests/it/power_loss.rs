@@ -8,7 +8,7 @@ use std::process::Stdio;
 use crate::common::{self, dlbench, processes_under, scratch};
 
 fn summary(dir: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(dir.join("latest").join("summary.json")).unwrap()).unwrap()
 }
 
 /// Every faultfs mount still in the mount table.
