@@ -383,7 +383,7 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), help_heading = "Workload")]
     pub(crate) repeat: u32,
     /// Faults to inject in turn, comma-separated: kill, pause, partition, isolate, delay,
-    /// clock, failover, each optionally :random, :leader, :minority, :majority or :all
+    /// clock, failover, power-loss, each optionally :random, :leader, :minority, :majority or :all
     /// (e.g. kill:leader,pause). Adds the AP / CP table to the output [default: none]
     #[arg(long, help_heading = "Faults")]
     pub(crate) nemesis: Option<String>,

@@ -127,7 +127,7 @@ impl Faults for ExternalTarget {
             FaultKind::Isolate if c.isolate.is_empty() => missing("isolate/heal"),
             FaultKind::Kill | FaultKind::Pause | FaultKind::Isolate => None,
             FaultKind::Partition => Some("an external target can isolate a node (isolate/heal commands), not split peers".into()),
-            FaultKind::Delay | FaultKind::Clock | FaultKind::Failover => Some("not available on an external target".into()),
+            FaultKind::Delay | FaultKind::Clock | FaultKind::Failover | FaultKind::PowerLoss => Some("not available on an external target".into()),
         }
     }
 

@@ -33,6 +33,11 @@ pub trait Faults: Send + Sync {
     async fn leader(&self, kind: BackendKind) -> Option<NodeRef>;
     async fn kill(&self, n: &NodeRef) -> Result<(), String>;
     async fn start(&self, n: &NodeRef) -> Result<(), String>;
+    /// SIGKILL and cut the power under the node's data: its unsynced writes are lost. Its
+    /// inverse is `start` (which mounts the data again first). Only the local target has it.
+    async fn power_loss(&self, n: &NodeRef) -> Result<(), String> {
+        Err(format!("{}: power loss needs the local target", n.name))
+    }
     async fn pause(&self, n: &NodeRef) -> Result<(), String>;
     async fn resume(&self, n: &NodeRef) -> Result<(), String>;
     /// Cut `targets` off from `rest`; with `isolate`, from clients too.
@@ -73,7 +78,7 @@ pub trait Faults: Send + Sync {
 pub fn capabilities(f: &dyn Faults, kinds: &[BackendKind]) -> (Vec<String>, Vec<String>) {
     use FaultKind::*;
     let (mut can, mut cannot) = (Vec::new(), Vec::new());
-    for k in [Kill, Pause, Partition, Isolate, Delay, Clock, Failover] {
+    for k in [Kill, Pause, Partition, Isolate, Delay, Clock, Failover, PowerLoss] {
         let name = serde_json::to_value(k).unwrap().as_str().unwrap().to_string();
         let reasons: Vec<String> = kinds.iter().filter_map(|b| f.cannot(*b, k).map(|r| format!("{b}: {r}"))).collect();
         if reasons.len() < kinds.len() {

@@ -13,6 +13,7 @@
 //! | `delay` | hold every byte to and from the targets for 100 ms | heal |
 //! | `clock` | move the targets' wall clocks 30 s ahead (Redlock nodes, under the clock shim) | set them back |
 //! | `failover` | kill the Redis primary, promote its replica, send clients to it | restart the old primary as a replica |
+//! | `power-loss` | SIGKILL the node and cut the power under its data directory: every write it had not synced is lost (local target, `dlbench-faultfs`) | mount the directory again (what was durable), restart |
 //!
 //! Targets: `random` (one node, the default), `leader` (etcd, ZooKeeper; others fall back
 //! to random), `follower` (a node that does not lead), `minority`, `majority`, `all`;
@@ -45,6 +46,8 @@ pub enum FaultKind {
     Delay,
     Clock,
     Failover,
+    #[serde(rename = "power-loss")]
+    PowerLoss,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,9 +93,10 @@ impl FromStr for FaultSpec {
             "delay" => FaultKind::Delay,
             "clock" => FaultKind::Clock,
             "failover" => FaultKind::Failover,
+            "power-loss" => FaultKind::PowerLoss,
             other => {
                 return Err(format!(
-                    "unknown fault {other:?}: use kill, pause, partition, isolate, delay, clock or failover"
+                    "unknown fault {other:?}: use kill, pause, partition, isolate, delay, clock, failover or power-loss"
                 ))
             }
         };
@@ -261,13 +265,13 @@ impl Nemesis {
         let name = spec.to_string();
         let mut detail = String::new();
         match spec.kind {
-            FaultKind::Kill | FaultKind::Pause => {
+            FaultKind::Kill | FaultKind::Pause | FaultKind::PowerLoss => {
                 fault.nodes = self.pick(spec.target).await;
                 for n in &fault.nodes {
-                    if spec.kind == FaultKind::Kill {
-                        self.target.kill(n).await?;
-                    } else {
-                        self.target.pause(n).await?;
+                    match spec.kind {
+                        FaultKind::Kill => self.target.kill(n).await?,
+                        FaultKind::Pause => self.target.pause(n).await?,
+                        _ => self.target.power_loss(n).await?,
                     }
                 }
                 detail = self.observed(spec.kind, &fault.nodes).await;
@@ -337,7 +341,8 @@ impl Nemesis {
             None => String::new(),
         };
         match fault.spec.kind {
-            FaultKind::Kill => {
+            // A power loss's inverse, the remount, comes with the start (the node's layer).
+            FaultKind::Kill | FaultKind::PowerLoss => {
                 for n in &fault.nodes {
                     self.target.start(n).await?;
                 }

@@ -205,11 +205,11 @@ pub const NOT_LOCAL: &str = "not measured: not the local target";
 /// What the server CPU column says where a server was restarted in the window.
 const RESTARTED: &str = "- (server restarted)";
 
-/// The fault that restarted a server in a phase's window (a kill, a failover), if one did:
+/// The fault that restarted a server in a phase's window (a kill, a failover, a power loss), if one did:
 /// the killed processes' CPU went with them and the servers' counters started again, so
 /// the server's cost over that window is not a figure.
 fn restarted_in(w: &crate::summary::WorkloadSummary) -> Option<String> {
-    w.faults_applied().into_iter().find(|f| f.starts_with("kill") || f.starts_with("failover"))
+    w.faults_applied().into_iter().find(|f| f.starts_with("kill") || f.starts_with("failover") || f.starts_with("power-loss"))
 }
 
 /// One server counter per acquisition in the unit that fits it: bytes as bytes, KiB or MiB,
@@ -279,7 +279,7 @@ pub const COST_NOTE: &str = "Over each phase's measured window, divided by its s
      dlbench CPU: this process over the same window, for comparison. Counters: what each server reports \
      cheaply (etcd WAL fsyncs from /metrics, summed over its nodes; PostgreSQL pg_stat_wal bytes and syncs; \
      Redis and Redlock INFO total_net_input_bytes + total_net_output_bytes, summed over the nodes). \
-     Where a fault restarted a server in the window (kill, failover), the server's figures are not given: the killed \
+     Where a fault restarted a server in the window (kill, failover, power-loss), the server's figures are not given: the killed \
      processes' CPU left with them and its counters started again.";
 
 /// The scaling table's columns.

@@ -214,6 +214,7 @@ impl RunPlan {
             proxies: has(FaultKind::Partition) || has(FaultKind::Isolate) || has(FaultKind::Delay) || has(FaultKind::Failover),
             clock_shim: has(FaultKind::Clock),
             redis_replica: has(FaultKind::Failover),
+            power_loss: has(FaultKind::PowerLoss),
             password: None,
             connect_timeout: Some(self.timeouts.connect),
         }

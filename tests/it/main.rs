@@ -30,6 +30,7 @@ mod lifecycle;
 mod mutation;
 mod nats;
 mod peers;
+mod power_loss;
 mod readme;
 mod real_servers;
 mod report;

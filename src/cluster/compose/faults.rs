@@ -37,6 +37,7 @@ impl Faults for ComposeTarget {
                 "a compose failover moves the name `redis` to the replica, which only the bench inside the network resolves (the host's published port stays on the old primary): run `docker compose run --rm bench ...`".into(),
             ),
             FaultKind::Failover => None,
+            FaultKind::PowerLoss => Some("power loss needs the local target (dlbench-faultfs under each data directory)".into()),
         }
     }
 

@@ -29,6 +29,8 @@ impl Faults for LocalTarget {
         let nodes = self.nodes_of(kind);
         match fault {
             FaultKind::Kill | FaultKind::Pause => None,
+            FaultKind::PowerLoss => (!nodes.iter().any(|n| n.layer.is_some()))
+                .then(|| format!("no {kind} node runs on the power-loss layer (the local target mounts it when --nemesis has power-loss)")),
             FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay => {
                 self.net().is_none().then(|| "network faults need the local target started with proxies".into())
             }
@@ -44,6 +46,14 @@ impl Faults for LocalTarget {
 
     async fn kill(&self, n: &NodeRef) -> Result<(), String> {
         self.node(n).kill();
+        Ok(())
+    }
+
+    async fn power_loss(&self, n: &NodeRef) -> Result<(), String> {
+        let node = self.nodes()[n.index].clone();
+        // Waits on processes and the unmount: off the async threads.
+        let account = tokio::task::spawn_blocking(move || node.power_loss()).await.map_err(|e| e.to_string())??;
+        tracing::info!("{}: {account}", n.name);
         Ok(())
     }
 
@@ -182,6 +192,18 @@ impl Faults for LocalTarget {
                     }
                 }
                 seen.map(|m| format!("NOT moved: the server's TIME is {m:+} s off"))
+            }
+            // The server was killed and reaped, the layer dropped what was unsynced and
+            // unmounted: its own account, and the mount table, say so.
+            FaultKind::PowerLoss => {
+                let layer = node.layer.as_ref()?;
+                let account = layer.last_line();
+                Some(match (node.pid(), layer.mounted()) {
+                    (Some(pid), _) => format!("NOT killed: pid {pid} still runs"),
+                    (None, true) => format!("NOT cut: {} is still mounted", node.data.display()),
+                    (None, false) if !account.contains("power loss:") => format!("NOT cut: the layer says {account:?}"),
+                    (None, false) => format!("process gone; {}", account.trim_start_matches("faultfs: ")),
+                })
             }
             FaultKind::Failover => {
                 let info = redis_command(&node.real_addr, "INFO replication", self.password(), self.connect_timeout()).await.ok()?;

@@ -18,6 +18,7 @@ pub mod mariadb;
 pub(crate) mod nats;
 pub(crate) mod postgres;
 pub mod ports;
+pub mod power;
 pub mod process;
 pub(crate) mod redis;
 pub mod runtime;
@@ -59,6 +60,9 @@ pub struct TargetOptions {
     pub clock_shim: bool,
     /// Start a replica of the single Redis primary (failover).
     pub redis_replica: bool,
+    /// Put each node's data directory on the power-loss layer (`power-loss`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub power_loss: bool,
     /// Require this password: Redis (`requirepass`), PostgreSQL's `postgres` user, etcd's
     /// `root` user with auth on. Never written to results.
     #[serde(skip)]
@@ -98,6 +102,8 @@ pub struct Node {
     extra_args: Mutex<Vec<std::ffi::OsString>>,
     paused: AtomicBool,
     net: Option<Arc<Net>>,
+    /// The power-loss layer under `data`, when the plan has `power-loss`.
+    pub layer: Option<power::Layer>,
 }
 
 impl std::fmt::Debug for Node {
@@ -109,6 +115,10 @@ impl std::fmt::Debug for Node {
 impl Node {
     /// Start (or restart) the server process.
     pub fn start(&self) -> Result<(), TargetError> {
+        // The power comes back before the server does (a remount after a power loss).
+        if let Some(layer) = &self.layer {
+            layer.mount().map_err(TargetError::Setup)?;
+        }
         let mut spec = self.spec.clone();
         spec.args.extend(self.extra_args.lock().unwrap().iter().cloned());
         let p = Process::start(spec)
@@ -172,6 +182,16 @@ impl Node {
         if let Some(p) = self.process.lock().unwrap().take() {
             p.stop(grace);
         }
+        if let Some(layer) = &self.layer {
+            layer.stop();
+        }
+    }
+
+    /// SIGKILL, then the power cut under the data directory; returns the layer's account.
+    pub fn power_loss(&self) -> Result<String, String> {
+        let layer = self.layer.as_ref().ok_or_else(|| format!("{} has no power-loss layer", self.name))?;
+        self.kill();
+        layer.power_loss()
     }
 
     fn log_tail(&self) -> String {
@@ -227,7 +247,7 @@ fn clock_shim(rt: &Path, options: &TargetOptions) -> Result<Option<PathBuf>, Tar
 
 /// The nodes of the plan, each behind its proxies when there is a `net`: one per node for
 /// clients, plus the peer proxies. Returns the nodes and where each client proxy forwards.
-fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::PortClaims) -> Result<(Vec<Arc<Node>>, Vec<ClientSlot>), TargetError> {
+fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::PortClaims, layer_bin: Option<&Path>) -> Result<(Vec<Arc<Node>>, Vec<ClientSlot>), TargetError> {
     let mut nodes = Vec::new();
     let mut client_backends = Vec::new();
     let mut fronts = std::collections::HashMap::new();
@@ -264,14 +284,15 @@ fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::
             name: plan.spec.name.clone(),
             client_addr,
             real_addr,
-            spec: plan.spec,
-            data: plan.data,
             clock_file: plan.clock_file,
             replica,
             process: Mutex::new(None),
             extra_args: Mutex::new(Vec::new()),
             paused: AtomicBool::new(false),
             net: net.cloned(),
+            layer: layer_bin.map(|bin| power::Layer::new(&plan.spec.name, &plan.data, &plan.spec.log, bin)),
+            spec: plan.spec,
+            data: plan.data,
         }));
     }
     Ok((nodes, client_backends))
@@ -298,7 +319,8 @@ impl LocalTarget {
         let layout = plan::Layout { bins: &bins, rt: &rt, dir: &dir, options: &options, token: &token, shim: shim.as_deref() };
         let planned = layout.plan(backends, &mut ports).await?;
         plan::link_data(&dir, &planned)?;
-        let (nodes, client_backends) = wire(planned, net.as_ref(), &mut ports)?;
+        let layer_bin = if options.power_loss { Some(power::binary().map_err(TargetError::Setup)?) } else { None };
+        let (nodes, client_backends) = wire(planned, net.as_ref(), &mut ports, layer_bin.as_deref())?;
         let mut target = LocalTarget {
             dir,
             nodes,

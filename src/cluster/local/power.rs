@@ -1,0 +1,117 @@
+//! The power-loss layer under a node's data directory (issue 36): a `dlbench-faultfs`
+//! process mounted on the directory itself (it opens the directory before mounting over
+//! it, so the server's path stays the same and BACKING is what lies beneath). File data the
+//! server writes stays in the layer until the server syncs it; cutting the power drops the
+//! rest and unmounts, and mounting again is the inverse. The layer is started and stopped by
+//! its PID like a server (see `process`), and unmounted on every exit.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dlbench_faultfs::control;
+
+use super::process::{Process, Spec};
+
+/// How long mounting or unmounting may take.
+const WITHIN: Duration = Duration::from_secs(10);
+
+/// The layer's binary: built beside dlbench (`cargo build --release` builds the workspace's
+/// binaries into one directory; the integration tests run from its `deps/`).
+pub fn binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("where is dlbench? {e}"))?;
+    let dirs = exe.ancestors().skip(1).take(2);
+    dirs.map(|d| d.join("dlbench-faultfs")).find(|p| p.is_file()).ok_or_else(|| {
+        format!(
+            "power-loss needs the dlbench-faultfs binary beside {}: build it with `cargo build --release -p dlbench-faultfs`",
+            exe.display()
+        )
+    })
+}
+
+/// One node's layer.
+#[derive(Debug)]
+pub struct Layer {
+    name: String,
+    data: PathBuf,
+    log: PathBuf,
+    bin: PathBuf,
+    process: Mutex<Option<Arc<Process>>>,
+}
+
+impl Layer {
+    pub fn new(node: &str, data: &Path, server_log: &Path, bin: &Path) -> Layer {
+        Layer {
+            name: format!("{node}-faultfs"),
+            data: data.to_path_buf(),
+            log: server_log.with_file_name(format!("{node}-faultfs.log")),
+            bin: bin.to_path_buf(),
+            process: Mutex::new(None),
+        }
+    }
+
+    pub fn mounted(&self) -> bool {
+        control::mounted(&self.data).unwrap_or(false)
+    }
+
+    /// Mounts the layer on the data directory, unless it already is.
+    pub fn mount(&self) -> Result<(), String> {
+        if self.mounted() {
+            return Ok(());
+        }
+        // etcd makes its data directory itself; the layer needs it first.
+        std::fs::create_dir_all(&self.data).map_err(|e| format!("create {}: {e}", self.data.display()))?;
+        let spec = Spec::new(self.name.clone(), self.bin.clone(), self.log.clone()).args([&self.data, &self.data]);
+        let p = Process::start(spec).map_err(|e| format!("start {}: {e}", self.name))?;
+        if let Err(e) = control::wait_mounted(&self.data, true, WITHIN) {
+            p.kill();
+            return Err(format!("{}: {e} (log {}: {})", self.name, self.log.display(), self.last_line()));
+        }
+        *self.process.lock().unwrap() = Some(p);
+        Ok(())
+    }
+
+    /// Cuts the power: every unsynced write dropped, the directory unmounted. The server must
+    /// be down already. Returns the layer's own account ("power loss: dropped ...").
+    pub fn power_loss(&self) -> Result<String, String> {
+        let p = self.process.lock().unwrap().take().ok_or_else(|| format!("{} is not mounted", self.name))?;
+        p.signal(control::POWER_LOSS);
+        let deadline = Instant::now() + WITHIN;
+        while p.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if p.is_running() {
+            p.kill();
+            self.detach();
+            return Err(format!("{} did not answer the power loss within {WITHIN:?}; killed", self.name));
+        }
+        Ok(self.last_line())
+    }
+
+    /// An orderly stop (everything synced), then nothing left mounted whatever happened.
+    pub fn stop(&self) {
+        if let Some(p) = self.process.lock().unwrap().take() {
+            p.stop(Duration::from_secs(5));
+        }
+        self.detach();
+    }
+
+    /// A layer killed without unmounting leaves a mount that answers ENOTCONN.
+    fn detach(&self) {
+        if self.mounted() {
+            let _ = control::detach(&self.data);
+        }
+    }
+
+    /// The layer's last report line.
+    pub fn last_line(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
+    }
+}
+
+impl Drop for Layer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
