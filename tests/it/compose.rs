@@ -144,7 +144,6 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     run(compose().arg("build"));
     let _down = Down(tool.clone());
     run(compose().args(["up", "-d"]));
-    data_on_volumes();
 
     let dir = scratch("compose");
     let out = dlbench()
@@ -156,6 +155,10 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "run on compose failed:\n{stdout}");
+    // After the run, which waited for every server's health check: `up -d` returns before
+    // PostgreSQL's entrypoint has run initdb on its volume (the first CI run of this check
+    // looked too early and found no PG_VERSION).
+    data_on_volumes();
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("plain/latest/summary.json")).unwrap()).unwrap();
     for b in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
