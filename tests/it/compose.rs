@@ -90,25 +90,14 @@ fn data_on_volumes() {
 }
 
 /// The run measured what the container layer costs before its phases and recorded it
-/// (summary.json's `target_costs`): a round trip per node the clients use, over `via`, and
-/// the fsync of the volume, the container layer and the host's disk; and printed it.
+/// (summary.json's `target_costs`, checked by target_costs.rs's `problems`): a round trip per
+/// node the clients use, over `via`, every family's data on a volume, and the fsync of the
+/// volume, the container layer and the host's disk; and printed it.
 fn target_costs_recorded(summary: &serde_json::Value, stdout: &str, via: &str, nodes: &[(&str, usize)]) {
     let tc = &summary["target_costs"];
-    let rtts = tc["round_trips"].as_array().unwrap_or_else(|| panic!("no target_costs.round_trips: {tc}"));
-    for (family, count) in nodes {
-        let mine: Vec<&serde_json::Value> = rtts.iter().filter(|r| r["service"] == *family).collect();
-        assert_eq!(mine.len(), *count, "{family}: one round trip per node: {mine:?}");
-        for r in mine {
-            assert_eq!(r["via"], via, "{family}: measured over {via}: {r}");
-            assert_eq!(r["n"], 200, "{family}: 200 timed requests: {r}");
-            assert!(r["median_us"].as_f64().is_some_and(|m| m > 0.0), "{family}: a median round trip: {r}");
-        }
-        assert_eq!(tc["data_on"][*family]["kind"], "volume", "{family}'s data is on a volume: {}", tc["data_on"]);
-    }
-    for kind in ["volume", "container_layer", "host"] {
-        let f = tc["fsync"].as_array().unwrap().iter().find(|f| f["kind"] == kind).unwrap_or_else(|| panic!("no {kind} fsync: {}", tc["fsync"]));
-        assert!(f["n"] == 100 && f["median_us"].as_f64().is_some_and(|m| m > 0.0), "{kind} fsync measured 100 times: {f}");
-    }
+    let mut found = crate::target_costs::problems(tc, nodes, via, "volume");
+    found.extend(["container_layer", "host"].into_iter().filter_map(|m| crate::target_costs::fsync_problem(tc, m)));
+    assert!(found.is_empty(), "{found:?}\n{tc}");
     let words = via.replace('_', " ");
     assert!(stdout.contains(&format!("network round trip (median per node, {words}): ")), "the round trip is printed:\n{stdout}");
     assert!(stdout.contains("fsync (4 KiB write + fdatasync, median): "), "the fsync latency is printed:\n{stdout}");
