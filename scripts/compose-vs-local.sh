@@ -116,9 +116,12 @@ def costs(d):
 print()
 print("Measured by each run before its phases (median over the runs of each node's median):")
 for side, runs in (("local", local), ("compose", comp)):
-    rtt, fs = {}, {}
+    rtt, fs, ld = {}, {}, {}
     for d in runs:
         m = costs(d)
+        for l in m.get("loaded", []):
+            if l.get("median_us") is not None and l.get("per_second") is not None:
+                ld.setdefault(l["service"], []).append((l["median_us"], l["p90_us"], l["per_second"]))
         for r in m.get("round_trips", []):
             if r.get("median_us") is not None:
                 rtt.setdefault((r["service"], r.get("via", "")), []).append(r["median_us"])
@@ -132,6 +135,10 @@ for side, runs in (("local", local), ("compose", comp)):
     parts = [f"{s} {statistics.median(v):.0f} us" for (s, _), v in sorted(rtt.items())]
     print(f"- {side}: round trip ({', '.join(via) or '-'}) " + (", ".join(parts) or "not measured")
           + "; fsync of 4 KiB " + (", ".join(f"{k.replace('_', ' ')} {statistics.median(v):.0f} us" for k, v in sorted(fs.items())) or "not measured"))
+    if ld:
+        print(f"  {side} under load (8 connections to every node at once): " + ", ".join(
+            f"{s} {statistics.median(x[0] for x in v):.0f} us (p90 {statistics.median(x[1] for x in v):.0f}, {statistics.median(x[2] for x in v):.0f} req/s)"
+            for s, v in sorted(ld.items())))
 if outside:
     print()
     print("What the container layer explains where compose / local is outside 0.8-1.25 (dlbench compare, the median pair):")

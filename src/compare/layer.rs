@@ -11,6 +11,12 @@
 //! priced here at the client round trip's difference (the peers share the client's network:
 //! the bridge on compose, loopback locally). A figure one side did not measure leaves the
 //! share unstated: the note says "not measured", never a number built on a guess.
+//!
+//! The round trip priced is the loaded one where both sides recorded it (eight connections
+//! to every node at once, as a run's clients load the path), the idle one otherwise (runs
+//! from before it): on two busy cores a bridge costs more per packet than its idle round
+//! trip shows. A fan-out round (Redlock) waits for the slowest of its nodes: priced at the
+//! loaded p90 (the slowest of five draws sits near the 87th percentile).
 
 use crate::summary::medium::TargetCosts;
 use crate::summary::{Summary, WorkloadSummary};
@@ -58,6 +64,9 @@ pub fn recipe(backend: &str) -> Option<Recipe> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SideCosts {
     pub rtt_us: Result<f64, String>,
+    /// The round trip under load, µs, the requests per second carried and the connections
+    /// per node; `None` when the run did not record it (older runs).
+    pub loaded: Option<Result<(f64, f64, usize), String>>,
     pub via: String,
     pub fsync_us: Result<f64, String>,
     pub medium: String,
@@ -77,11 +86,18 @@ pub fn side_costs(t: &TargetCosts, backend: &str, fan_out: bool) -> SideCosts {
         m.sort_by(|a, b| a.total_cmp(b));
         Ok(if fan_out { m[m.len() - 1] } else { m[(m.len() - 1) / 2] })
     };
+    let loaded = t.loaded_of(&family).map(|l| {
+        let us = if fan_out { l.figure.p90_us } else { l.figure.median_us };
+        match (us, l.per_second) {
+            (Some(us), Some(rate)) => Ok((us, rate, l.connections_per_node)),
+            _ => Err(l.figure.not_measured.clone().unwrap_or_else(|| "not measured".into())),
+        }
+    });
     let (fsync_us, medium) = match t.fsync_of(&family) {
         Some(f) => (f.figure.median_us.ok_or_else(|| f.figure.not_measured.clone().unwrap_or_else(|| "not measured".into())), f.kind.words().to_string()),
         None => (Err(format!("where {family}'s data is, or its medium's fsync, was not recorded")), String::new()),
     };
-    SideCosts { rtt_us, via, fsync_us, medium }
+    SideCosts { rtt_us, loaded, via, fsync_us, medium }
 }
 
 /// The estimate: its named parts and, when every part needed was measured, its total.
@@ -104,6 +120,30 @@ pub fn estimate(r: &Recipe, base: &SideCosts, new: &SideCosts) -> Estimate {
         } else {
             format!("{} requests", r.requests)
         };
+        match (&base.loaded, &new.loaded) {
+            (Some(Ok((b, br, bc))), Some(Ok((n, nr, nc)))) => {
+                let d = sequential * (n - b);
+                let at = if r.fan_out { "p90, the slowest of the nodes" } else { "median" };
+                parts.push(format!(
+                    "round trip under load ({} connections to each node at once, {at}) {} ({}, {} req/s) vs {} ({}, {} req/s) x {what} = {}",
+                    if bc == nc { nc.to_string() } else { format!("{nc} vs {bc}") },
+                    us(*n),
+                    new.via,
+                    rate(*nr),
+                    us(*b),
+                    base.via,
+                    rate(*br),
+                    signed(d)
+                ));
+                total = total.map(|t| t + d);
+                if let (Ok(bi), Ok(ni)) = (&base.rtt_us, &new.rtt_us) {
+                    parts.push(format!("idle round trip {} vs {} (not added: the loaded one includes it)", us(*ni), us(*bi)));
+                }
+                return with_fsync(r, base, new, parts, total);
+            }
+            (Some(Err(e)), _) | (_, Some(Err(e))) => parts.push(format!("round trip under load: not measured ({e}); the idle one priced instead")),
+            _ => {}
+        }
         match (&base.rtt_us, &new.rtt_us) {
             (Ok(b), Ok(n)) => {
                 let d = sequential * (n - b);
@@ -116,6 +156,11 @@ pub fn estimate(r: &Recipe, base: &SideCosts, new: &SideCosts) -> Estimate {
             }
         }
     }
+    with_fsync(r, base, new, parts, total)
+}
+
+/// The estimate's fsync part, added to the round trips' `parts` and `total`.
+fn with_fsync(r: &Recipe, base: &SideCosts, new: &SideCosts, mut parts: Vec<String>, mut total: Option<f64>) -> Estimate {
     if r.fsyncs > 0.0 {
         match (&base.fsync_us, &new.fsync_us) {
             (Ok(b), Ok(n)) => {
@@ -145,6 +190,10 @@ fn why(b: &Result<f64, String>, n: &Result<f64, String>) -> String {
 
 fn us(v: f64) -> String {
     fmt_micros(v)
+}
+
+fn rate(v: f64) -> String {
+    if v >= 1000.0 { format!("{:.1}k", v / 1000.0) } else { format!("{v:.0}") }
 }
 
 fn signed(v: f64) -> String {

@@ -4,7 +4,7 @@
 use super::layer::{estimate, notes, per_acquisition_us, recipe, side_costs};
 use super::*;
 use crate::judgement::FencingMode;
-use crate::summary::medium::{DataOn, Figure, Fsync, MediumKind, Path as Via, RoundTrip, TargetCosts};
+use crate::summary::medium::{DataOn, Figure, Fsync, LoadedRoundTrip, MediumKind, Path as Via, RoundTrip, TargetCosts};
 use crate::summary::{BackendSummary, Summary, WorkloadSummary};
 
 fn pct() -> serde_json::Value {
@@ -40,6 +40,7 @@ fn costs(via: Via, rtt: f64, kind: MediumKind, fsync: Option<f64>) -> TargetCost
     };
     TargetCosts {
         round_trips,
+        loaded: vec![],
         fsync: vec![Fsync { kind, path: "/d".into(), container: None, method: "m".into(), figure }],
         data_on: [("etcd".to_string(), DataOn { kind, path: "/d".into() })].into(),
         took_s: 1.0,
@@ -121,4 +122,41 @@ fn redlock_waits_for_its_slowest_node_and_arithmetic_holds() {
     assert_eq!(per_acquisition_us(8, 64, 1000.0), Some(8000.0), "eight at a time when keys outnumber clients");
     assert_eq!(per_acquisition_us(8, 1, 0.0), None);
     assert!(recipe("memory").is_none(), "no note for the in-process reference");
+}
+
+/// `t` with a loaded round trip for `service`: `us` median, `p90` and `rate` req/s.
+fn with_loaded(mut t: TargetCosts, service: &str, nodes: usize, us: f64, p90: f64, rate: Option<f64>) -> TargetCosts {
+    let figure = match rate {
+        Some(_) => Figure { n: 800, median_us: Some(us), p90_us: Some(p90), not_measured: None },
+        None => Figure::missing("8 connections did not finish within 5 s"),
+    };
+    let via = t.round_trips[0].via;
+    t.loaded.push(LoadedRoundTrip { service: service.into(), nodes, connections_per_node: 8, via, request: "Range".into(), per_second: rate, figure });
+    t
+}
+
+#[test]
+fn the_loaded_round_trip_is_priced_where_both_sides_have_it() {
+    // Idle 150 vs 50 µs would explain 4 x 100 = 400 µs; under load 400 vs 200 µs explains
+    // 4 x 200 = 800 µs, plus 2 x 500 µs of fsync: 1.80 ms of the 1.80 ms observed.
+    let base = with_loaded(local(), "etcd", 3, 200.0, 300.0, Some(40000.0));
+    let compose = with_loaded(costs(Via::ComposeNetwork, 150.0, MediumKind::Volume, Some(1500.0)), "etcd", 3, 400.0, 900.0, Some(20000.0));
+    let n = notes(&run("local", 1000.0, Some(base.clone())), &run("compose", 1e6 / 2800.0, Some(compose.clone())));
+    let n = &n[0];
+    assert!(n.contains("explain ~1.80 ms (100%)"), "{n}");
+    assert!(n.contains("round trip under load (8 connections to each node at once, median) 400 µs (compose network, 20.0k req/s) vs 200 µs (loopback, 40.0k req/s) x 2 requests + 2 replication rounds = 800 µs"), "{n}");
+    assert!(n.contains("idle round trip 150 µs vs 50 µs (not added"), "{n}");
+    // A fan-out round is priced at the loaded p90 (the slowest node).
+    let r = recipe("redlock").unwrap();
+    let mut t = with_loaded(local(), "redlock", 5, 100.0, 250.0, Some(50000.0));
+    t.round_trips.iter_mut().for_each(|rt| rt.service = "redlock".into());
+    assert_eq!(side_costs(&t, "redlock", r.fan_out).loaded, Some(Ok((250.0, 50000.0, 8))));
+    // Loaded on one side only: the idle figure is priced, and the note says why.
+    let failed = with_loaded(costs(Via::ComposeNetwork, 150.0, MediumKind::Volume, Some(1500.0)), "etcd", 3, 0.0, 0.0, None);
+    let n = notes(&run("local", 1000.0, Some(base)), &run("compose", 1e6 / 2400.0, Some(failed)));
+    assert!(n[0].contains("round trip under load: not measured (8 connections did not finish within 5 s); the idle one priced instead"), "{}", n[0]);
+    assert!(n[0].contains("explain ~1.40 ms (100%)"), "{}", n[0]);
+    // Neither side recorded it (older runs): the idle figure, with no word about load.
+    let n = notes(&run("local", 1000.0, Some(local())), &run("compose", 1e6 / 2400.0, Some(costs(Via::ComposeNetwork, 150.0, MediumKind::Volume, Some(1500.0)))));
+    assert!(!n[0].contains("under load"), "{}", n[0]);
 }

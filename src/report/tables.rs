@@ -312,8 +312,8 @@ pub fn scaling_rows(s: &Summary) -> Vec<[String; 8]> {
     rows
 }
 
-/// The target's measured costs in two lines (terminal, `summary.md`, the page's run
-/// metadata): the round trip per service, the fsync per medium and where each service's
+/// The target's measured costs in three lines (terminal, `summary.md`, the page's run
+/// metadata): the round trip per service, idle and under load, the fsync per medium and where each service's
 /// data is. A figure not taken reads "not measured", never a number.
 pub fn target_costs_lines(c: &crate::summary::medium::TargetCosts) -> Vec<String> {
     use crate::stats::fmt_micros;
@@ -354,6 +354,17 @@ pub fn target_costs_lines(c: &crate::summary::medium::TargetCosts) -> Vec<String
     let mut lines = Vec::new();
     if !rtt.is_empty() {
         lines.push(format!("network round trip (median per node, {}): {}", vias.join(", "), rtt.join(", ")));
+    }
+    let loaded: Vec<String> = c
+        .loaded
+        .iter()
+        .map(|l| match (l.figure.median_us, l.figure.p90_us, l.per_second) {
+            (Some(m), Some(p), Some(r)) => format!("{} {} (p90 {}, {:.0} req/s, {}x{})", l.service, fmt_micros(m), fmt_micros(p), r, l.nodes, l.connections_per_node),
+            _ => format!("{} not measured ({})", l.service, l.figure.not_measured.as_deref().unwrap_or("no figure")),
+        })
+        .collect();
+    if !loaded.is_empty() {
+        lines.push(format!("round trip under load (median, nodes x connections at once): {}", loaded.join(", ")));
     }
     if !fsync.is_empty() {
         let on = if data.is_empty() { String::new() } else { format!("; data: {}", data.join(", ")) };

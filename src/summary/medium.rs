@@ -84,6 +84,26 @@ pub struct RoundTrip {
     pub figure: Figure,
 }
 
+/// A server family's round trip under load: `connections_per_node` connections to each of
+/// its `nodes` at once, each sending the smallest request in sequence, as a run's clients
+/// load the path (what a packet costs when the CPUs are busy, which the idle round trip does
+/// not show: a bridge's veth pairs cost CPU that loopback does not).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LoadedRoundTrip {
+    pub service: String,
+    pub nodes: usize,
+    pub connections_per_node: usize,
+    pub via: Path,
+    pub request: String,
+    /// Requests answered per second by all the connections together, from the first timed
+    /// request to the last answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<f64>,
+    /// Each request's latency, all connections pooled.
+    #[serde(flatten)]
+    pub figure: Figure,
+}
+
 /// What holds a file: the host's own file system, a Docker volume, or a container's
 /// writable layer (its storage driver: overlayfs, fuse-overlayfs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
@@ -131,6 +151,9 @@ pub struct DataOn {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TargetCosts {
     pub round_trips: Vec<RoundTrip>,
+    /// One per server family: its round trip under load (absent from runs before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded: Vec<LoadedRoundTrip>,
     pub fsync: Vec<Fsync>,
     /// By server family.
     #[serde(default)]
@@ -143,6 +166,11 @@ impl TargetCosts {
     /// The round trips of one server family's nodes that were measured.
     pub fn round_trips_of(&self, service: &str) -> Vec<&RoundTrip> {
         self.round_trips.iter().filter(|r| r.service == service).collect()
+    }
+
+    /// The loaded round trip of one server family, when it was taken.
+    pub fn loaded_of(&self, service: &str) -> Option<&LoadedRoundTrip> {
+        self.loaded.iter().find(|l| l.service == service)
     }
 
     /// The fsync figure of the medium `service`'s data is on, with that medium.

@@ -23,6 +23,12 @@ pub(crate) fn problems(c: &Value, services: &[(&str, usize)], via: &str, medium:
                 p.push(format!("{s}: implausible round trip {r}"));
             }
         }
+        // Under load: 8 connections to each node at once, 100 timed requests each.
+        let loaded = c["loaded"].as_array().and_then(|l| l.iter().find(|x| x["service"] == *s).cloned()).unwrap_or_default();
+        let (med, p90, rate) = (loaded["median_us"].as_f64().unwrap_or(0.0), loaded["p90_us"].as_f64().unwrap_or(0.0), loaded["per_second"].as_f64().unwrap_or(0.0));
+        if loaded["nodes"] != *nodes || loaded["connections_per_node"] != 8 || loaded["n"] != (nodes * 800) as u64 || med <= 0.0 || p90 < med || rate <= 0.0 || loaded["via"] != via {
+            p.push(format!("{s}: implausible loaded round trip {loaded}"));
+        }
         if c["data_on"][s]["kind"] != medium {
             p.push(format!("{s}: data not on {medium}: {}", c["data_on"][s]));
         }
@@ -59,7 +65,13 @@ fn a_local_run_records_and_prints_its_target_costs() {
     assert!(found.is_empty(), "{found:?}\n{c}");
     // The checker above fails on wrong figures: a short count, a zero median, a node gone,
     // the data said to be elsewhere.
-    for (path, v) in [("/round_trips/0/n", Value::from(199)), ("/round_trips/1/median_us", Value::from(0.0)), ("/data_on/etcd/kind", Value::from("volume"))] {
+    for (path, v) in [
+        ("/round_trips/0/n", Value::from(199)),
+        ("/round_trips/1/median_us", Value::from(0.0)),
+        ("/data_on/etcd/kind", Value::from("volume")),
+        ("/loaded/0/per_second", Value::Null),
+        ("/loaded/1/n", Value::from(799)),
+    ] {
         let mut bad = c.clone();
         *bad.pointer_mut(path).unwrap() = v;
         assert!(!problems(&bad, &services, "loopback", "host").is_empty(), "{path} doctored, not caught");
@@ -75,6 +87,8 @@ fn a_local_run_records_and_prints_its_target_costs() {
 
     let rtt = stdout.lines().find(|l| l.starts_with("network round trip (median per node, loopback): ")).unwrap_or_else(|| panic!("no round-trip line:\n{stdout}"));
     assert!(rtt.contains("redis ") && rtt.contains("etcd ") && rtt.contains(" µs"), "{rtt}");
+    let loaded = stdout.lines().find(|l| l.starts_with("round trip under load (median, nodes x connections at once): ")).unwrap_or_else(|| panic!("no loaded line:\n{stdout}"));
+    assert!(loaded.contains(", 1x8)") && loaded.contains(", 3x8)") && loaded.contains(" req/s"), "{loaded}");
     let fs = stdout.lines().find(|l| l.starts_with("fsync (4 KiB write + fdatasync, median): host ")).unwrap_or_else(|| panic!("no fsync line:\n{stdout}"));
     assert!(fs.contains("etcd on host") && fs.contains("redis on host"), "{fs}");
     let md = std::fs::read_to_string(dir.join("latest/summary.md")).unwrap();

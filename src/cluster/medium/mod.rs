@@ -1,6 +1,6 @@
 //! What the layer between the bench and the servers costs on this target, measured once the
 //! target is up and before the phases (issue 35): the round trip of each protocol's smallest
-//! request to every node the run uses (`rtt.rs`), and the latency of a 4 KiB write +
+//! request to every node the run uses, idle and under load (`rtt.rs`), and the latency of a 4 KiB write +
 //! fdatasync on each medium the servers' data is on, on the host's disk, and (compose) in a
 //! container's writable layer (`fsync.rs`). The result is `summary.json`'s `target_costs`.
 //!
@@ -17,12 +17,14 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::compose::ComposeTarget;
 use crate::kind::BackendKind;
-use crate::summary::medium::{DataOn, Figure, Fsync, MediumKind, Path as Via, RoundTrip, TargetCosts};
+use crate::summary::medium::{DataOn, Figure, Fsync, LoadedRoundTrip, MediumKind, Path as Via, RoundTrip, TargetCosts};
 
 /// Bound on one node's round trips, connecting included.
 const NODE_BUDGET: Duration = Duration::from_secs(3);
 /// Bound on all the round trips: nodes left when it runs out are recorded as not measured.
 const RTT_BUDGET: Duration = Duration::from_secs(10);
+/// Bound on one family's loaded round trip, connecting included.
+const LOADED_BUDGET: Duration = Duration::from_secs(5);
 
 /// Where one medium is timed.
 pub enum Medium {
@@ -105,6 +107,19 @@ pub async fn measure(plan: Plan, compose: Option<&ComposeTarget>) -> TargetCosts
             round_trips.push(RoundTrip { service: k.name().to_string(), node: ep.clone(), via: plan.via, request: rtt::request(*k).to_string(), figure });
         }
     }
+    let mut loaded = Vec::new();
+    for (k, eps) in &plan.families {
+        let l = rtt::loaded(*k, eps, plan.password.as_deref(), LOADED_BUDGET).await;
+        loaded.push(LoadedRoundTrip {
+            service: k.name().to_string(),
+            nodes: eps.len(),
+            connections_per_node: rtt::LOADED_CONNECTIONS,
+            via: plan.via,
+            request: rtt::request(*k).to_string(),
+            per_second: l.per_second,
+            figure: l.figure,
+        });
+    }
     let mut out = Vec::new();
     for m in plan.media {
         out.push(match m {
@@ -131,5 +146,5 @@ pub async fn measure(plan: Plan, compose: Option<&ComposeTarget>) -> TargetCosts
         });
     }
     let took_s = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
-    TargetCosts { round_trips, fsync: out, data_on: plan.data_on, took_s }
+    TargetCosts { round_trips, loaded, fsync: out, data_on: plan.data_on, took_s }
 }

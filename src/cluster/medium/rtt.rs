@@ -1,7 +1,14 @@
-//! The round trip of each protocol's smallest request, on one connection already open, in
-//! sequence: what a lock's every request pays for the path between bench and server, with
-//! nothing of the lock in it. Each family's own client crate (the one its backends use).
+//! The round trip of each protocol's smallest request, on connections already open: what a
+//! lock's every request pays for the path between bench and server, with nothing of the lock
+//! in it. Each family's own client crate (the one its backends use).
+//!
+//! Two figures. Idle: one connection per node, requests in sequence (the path's latency).
+//! Loaded: [`LOADED_CONNECTIONS`] connections to every node of the family at once, as a
+//! run's clients load it (the path's cost per packet when the CPUs are busy: on two cores a
+//! Docker bridge and its veth pairs cost CPU that loopback does not, which an idle round
+//! trip does not show).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::kind::BackendKind;
@@ -11,6 +18,10 @@ use crate::summary::medium::Figure;
 pub const WARMUP: usize = 20;
 /// Requests timed per node.
 pub const SAMPLES: usize = 200;
+/// Connections per node in the loaded figure (redis-benchmark's `-c` of the hand measure
+/// in docs/docker.md), and the requests each times.
+pub const LOADED_CONNECTIONS: usize = 8;
+pub const LOADED_SAMPLES: usize = 100;
 
 /// The request each family is timed with, as the record names it.
 pub fn request(kind: BackendKind) -> &'static str {
@@ -25,34 +36,90 @@ pub fn request(kind: BackendKind) -> &'static str {
     }
 }
 
-/// `SAMPLES` timed requests after `WARMUP` untimed ones; the first error ends it.
-macro_rules! timed {
-    ($req:expr) => {{
-        let mut samples = Vec::with_capacity(SAMPLES);
-        for i in 0..WARMUP + SAMPLES {
-            let t = Instant::now();
-            $req.await.map_err(|e| e.to_string())?;
-            if i >= WARMUP {
-                samples.push(t.elapsed().as_secs_f64() * 1e6);
-            }
-        }
-        samples
-    }};
+/// One open connection of a family's client, able to send its smallest request.
+enum Conn {
+    Redis(redis::aio::MultiplexedConnection),
+    Etcd(etcd_client::KvClient),
+    Zookeeper(zookeeper_client::Client),
+    Postgres(sqlx::PgConnection),
+    Mariadb(sqlx::MySqlConnection),
 }
 
-/// One node's round trip, within `budget` (connecting included).
-pub async fn node(kind: BackendKind, ep: &str, password: Option<&str>, budget: Duration) -> Figure {
-    let within = budget;
-    let run = async {
-        match kind.server() {
-            BackendKind::Redis | BackendKind::Redlock => redis(ep, password).await,
-            BackendKind::Etcd => etcd(ep, password, within).await,
-            BackendKind::Zookeeper => zookeeper(ep).await,
-            BackendKind::Postgres => postgres(ep, password).await,
-            BackendKind::Mariadb => mariadb(ep).await,
-            k => Err(format!("{k} has no server")),
+impl Conn {
+    async fn open(kind: BackendKind, ep: &str, password: Option<&str>, within: Duration) -> Result<Conn, String> {
+        use sqlx::ConnectOptions;
+        let e = |e: &dyn std::fmt::Display| e.to_string();
+        Ok(match kind.server() {
+            BackendKind::Redis | BackendKind::Redlock => {
+                let mut info = redis::IntoConnectionInfo::into_connection_info(format!("redis://{ep}/")).map_err(|x| e(&x))?;
+                if let Some(p) = password {
+                    let s = info.redis_settings().clone().set_password(p.to_string());
+                    info = info.set_redis_settings(s);
+                }
+                let client = redis::Client::open(info).map_err(|x| e(&x))?;
+                Conn::Redis(client.get_multiplexed_async_connection().await.map_err(|x| e(&x))?)
+            }
+            BackendKind::Etcd => {
+                let mut opts = etcd_client::ConnectOptions::new().with_connect_timeout(within).with_timeout(within);
+                if let Some(pw) = password {
+                    opts = opts.with_user("root", pw);
+                }
+                Conn::Etcd(etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|x| e(&x))?.kv_client())
+            }
+            // Not a four-letter word on a fresh connection: a request on an open session.
+            BackendKind::Zookeeper => Conn::Zookeeper(
+                zookeeper_client::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(ep).await.map_err(|x| e(&x))?,
+            ),
+            BackendKind::Postgres => {
+                let (host, port) = ep.rsplit_once(':').unwrap_or((ep, "5432"));
+                let mut o = sqlx::postgres::PgConnectOptions::new().host(host).port(port.parse().unwrap_or(5432)).username("postgres").database("postgres");
+                if let Some(pw) = password {
+                    o = o.password(pw);
+                }
+                Conn::Postgres(o.connect().await.map_err(|x| e(&x))?)
+            }
+            BackendKind::Mariadb => {
+                use crate::cluster::local::mariadb::{DATABASE, USER};
+                let (host, port) = ep.rsplit_once(':').unwrap_or((ep, "3306"));
+                let o = sqlx::mysql::MySqlConnectOptions::new().host(host).port(port.parse().unwrap_or(3306)).username(USER).database(DATABASE);
+                Conn::Mariadb(o.connect().await.map_err(|x| e(&x))?)
+            }
+            k => return Err(format!("{k} has no server")),
+        })
+    }
+
+    /// One request, answered.
+    async fn once(&mut self) -> Result<(), String> {
+        let e = |e: &dyn std::fmt::Display| e.to_string();
+        match self {
+            Conn::Redis(c) => redis::cmd("PING").query_async::<String>(c).await.map(drop).map_err(|x| e(&x)),
+            Conn::Etcd(kv) => {
+                kv.get("dlbench-round-trip-missing-key", Some(etcd_client::GetOptions::new().with_serializable())).await.map(drop).map_err(|x| e(&x))
+            }
+            Conn::Zookeeper(c) => c.check_stat("/dlbench-round-trip-missing-path").await.map(drop).map_err(|x| e(&x)),
+            Conn::Postgres(c) => sqlx::query("SELECT 1").execute(c).await.map(drop).map_err(|x| e(&x)),
+            Conn::Mariadb(c) => sqlx::query("SELECT 1").execute(c).await.map(drop).map_err(|x| e(&x)),
         }
-    };
+    }
+
+    /// `warmup` untimed requests, then `n` timed ones (µs each); the first error ends it.
+    async fn timed(&mut self, warmup: usize, n: usize) -> Result<Vec<f64>, String> {
+        for _ in 0..warmup {
+            self.once().await?;
+        }
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            self.once().await?;
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(samples)
+    }
+}
+
+/// One node's idle round trip, within `budget` (connecting included).
+pub async fn node(kind: BackendKind, ep: &str, password: Option<&str>, budget: Duration) -> Figure {
+    let run = async { Conn::open(kind, ep, password, budget).await?.timed(WARMUP, SAMPLES).await };
     match tokio::time::timeout(budget, run).await {
         Ok(Ok(samples)) => Figure::of(&samples),
         Ok(Err(e)) => Figure::missing(format!("{ep}: {e}")),
@@ -60,50 +127,61 @@ pub async fn node(kind: BackendKind, ep: &str, password: Option<&str>, budget: D
     }
 }
 
-async fn redis(ep: &str, password: Option<&str>) -> Result<Vec<f64>, String> {
-    let mut info = redis::IntoConnectionInfo::into_connection_info(format!("redis://{ep}/")).map_err(|e| e.to_string())?;
-    if let Some(p) = password {
-        let s = info.redis_settings().clone().set_password(p.to_string());
-        info = info.set_redis_settings(s);
+/// The family's loaded round trip: every latency of [`LOADED_CONNECTIONS`] connections to
+/// each of `eps` sending at once, and the requests per second they carried together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub figure: Figure,
+    pub per_second: Option<f64>,
+}
+
+/// Open every connection first, warm each up, then time them all from one start (a
+/// barrier), so the rate is of the loaded path only.
+pub async fn loaded(kind: BackendKind, eps: &[String], password: Option<&str>, budget: Duration) -> Loaded {
+    let total = eps.len() * LOADED_CONNECTIONS;
+    let run = async {
+        let barrier = Arc::new(tokio::sync::Barrier::new(total));
+        let mut set = tokio::task::JoinSet::new();
+        for ep in eps {
+            for _ in 0..LOADED_CONNECTIONS {
+                let (ep, pw, b) = (ep.clone(), password.map(str::to_string), barrier.clone());
+                set.spawn(async move {
+                    let opened = Conn::open(kind, &ep, pw.as_deref(), budget).await;
+                    let warm = match opened {
+                        Ok(mut c) => c.timed(WARMUP, 0).await.map(|_| c),
+                        Err(e) => Err(e),
+                    };
+                    // Every task reaches the barrier, failed or not, so none waits forever.
+                    b.wait().await;
+                    let start = Instant::now();
+                    let samples = warm?.timed(0, LOADED_SAMPLES).await.map_err(|e| format!("{ep}: {e}"))?;
+                    Ok::<_, String>((start, Instant::now(), samples))
+                });
+            }
+        }
+        let (mut first, mut last, mut all) = (None::<Instant>, None::<Instant>, Vec::with_capacity(total * LOADED_SAMPLES));
+        while let Some(r) = set.join_next().await {
+            let (s, e, samples) = r.map_err(|e| e.to_string())??;
+            first = Some(first.map_or(s, |f| f.min(s)));
+            last = Some(last.map_or(e, |l| l.max(e)));
+            all.extend(samples);
+        }
+        let wall = match (first, last) {
+            (Some(f), Some(l)) => l.duration_since(f).as_secs_f64(),
+            _ => 0.0,
+        };
+        Ok::<_, String>((all, wall))
+    };
+    match tokio::time::timeout(budget, run).await {
+        Ok(Ok((samples, wall))) if wall > 0.0 => {
+            let n = samples.len() as f64;
+            Loaded { figure: Figure::of(&samples), per_second: Some((n / wall).round()) }
+        }
+        Ok(Ok(_)) => Loaded { figure: Figure::missing("no request was timed"), per_second: None },
+        Ok(Err(e)) => Loaded { figure: Figure::missing(e), per_second: None },
+        Err(_) => Loaded {
+            figure: Figure::missing(format!("{total} connections did not finish within {}", crate::util::fmt_duration(budget))),
+            per_second: None,
+        },
     }
-    let client = redis::Client::open(info).map_err(|e| e.to_string())?;
-    let mut c = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
-    Ok(timed!(redis::cmd("PING").query_async::<String>(&mut c)))
-}
-
-async fn etcd(ep: &str, password: Option<&str>, within: Duration) -> Result<Vec<f64>, String> {
-    let mut opts = etcd_client::ConnectOptions::new().with_connect_timeout(within).with_timeout(within);
-    if let Some(pw) = password {
-        opts = opts.with_user("root", pw);
-    }
-    let c = etcd_client::Client::connect([format!("http://{ep}")], Some(opts)).await.map_err(|e| e.to_string())?;
-    let mut kv = c.kv_client();
-    let missing = "dlbench-round-trip-missing-key";
-    Ok(timed!(kv.get(missing, Some(etcd_client::GetOptions::new().with_serializable()))))
-}
-
-async fn zookeeper(ep: &str) -> Result<Vec<f64>, String> {
-    // Not a four-letter word on a fresh connection: a request on an open session.
-    let c = zookeeper_client::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(ep).await.map_err(|e| e.to_string())?;
-    Ok(timed!(c.check_stat("/dlbench-round-trip-missing-path")))
-}
-
-async fn postgres(ep: &str, password: Option<&str>) -> Result<Vec<f64>, String> {
-    use sqlx::ConnectOptions;
-    let (host, port) = ep.rsplit_once(':').unwrap_or((ep, "5432"));
-    let mut o = sqlx::postgres::PgConnectOptions::new().host(host).port(port.parse().unwrap_or(5432)).username("postgres").database("postgres");
-    if let Some(pw) = password {
-        o = o.password(pw);
-    }
-    let mut c = o.connect().await.map_err(|e| e.to_string())?;
-    Ok(timed!(sqlx::query("SELECT 1").execute(&mut c)))
-}
-
-async fn mariadb(ep: &str) -> Result<Vec<f64>, String> {
-    use crate::cluster::local::mariadb::{DATABASE, USER};
-    use sqlx::ConnectOptions;
-    let (host, port) = ep.rsplit_once(':').unwrap_or((ep, "3306"));
-    let o = sqlx::mysql::MySqlConnectOptions::new().host(host).port(port.parse().unwrap_or(3306)).username(USER).database(DATABASE);
-    let mut c = o.connect().await.map_err(|e| e.to_string())?;
-    Ok(timed!(sqlx::query("SELECT 1").execute(&mut c)))
 }
