@@ -1,4 +1,4 @@
-//! The failure-scenario catalogue as data (references.md, S1-S10, J1, U1-U7): each entry's id,
+//! The failure-scenario catalogue as data (references.md, S1-S10, J1, P1, J2, U1-U7): each entry's id,
 //! title, where it applies and the published finding it reproduces. A leaf the runner
 //! (`crate::scenario`) and the readers (`crate::report`) both stand on; how each entry is
 //! caused and judged lives in `crate::scenario`.
@@ -111,6 +111,24 @@ pub const CATALOGUE: &[Scenario] = &[
         published: Some(Published {
             source: JEPSEN_ETCD,
             finding: "etcd locks are not mutually exclusive under process pauses and partitions: lost updates with a 2 s lease; fencing by the key's revision refuses them",
+        }),
+    },
+    Scenario {
+        id: "P1",
+        title: "power loss under a holder",
+        applies: any,
+        scope: "every backend with servers: the power lost on every node of the backend at once (its one server, Redlock's five, a quorum's three), right after a grant",
+        // Each backend's setting has its own published expectation (`crate::scenario::power`).
+        published: None,
+    },
+    Scenario {
+        id: "J2",
+        title: "NATS JetStream under a power failure across nodes (Jepsen's finding)",
+        applies: |k| k == BackendKind::Nats,
+        scope: "nats only: Jepsen's NATS analysis",
+        published: Some(Published {
+            source: "Jepsen, NATS 2.12.1 (December 2025)",
+            finding: "JetStream lost acknowledged writes and split brain under a power failure across nodes (or one OS crash with a partition or pause): by default it flushes to disk only every two minutes",
         }),
     },
     Scenario {

@@ -205,7 +205,8 @@ pub(crate) struct ScenarioArgs {
     /// Entries, comma-separated (S1,S3), or `all`: S1 holder pauses past its TTL, S2 write
     /// delayed past release, S3 Redlock clock jump, S4 Redlock node restarts empty, S5 Redis
     /// failover, S6 holder partitioned, S7 waiter's session expires, S8 leader killed,
-    /// S9 follower paused, S10 PostgreSQL restarted, J1 Jepsen's etcd lock setup; what users
+    /// S9 follower paused, S10 PostgreSQL restarted, J1 Jepsen's etcd lock setup, P1 power
+    /// loss under a holder, J2 Jepsen's NATS power failure; what users
     /// hit: U1 lost-lock notice delay, U2 holder starved or paused, U3 1,000 locks kept
     /// alive, U4 Redlock quorum erosion, U5 grant with no validity left, U6 PgBouncer, U7
     /// waiters' cost.

@@ -24,6 +24,15 @@ pub enum Expect {
     /// after every heal. The time to it is reported against
     /// [`crate::scenario::RECOVERY_BOUND`], and the grant rate during the fault.
     Recovers,
+    /// Power loss under a holder (P1, J2): the next client is granted the lock its first
+    /// holder still holds (the grant did not survive).
+    LockLost,
+    /// Power loss under a holder: the next client is refused (or waits) while the first
+    /// holder still holds the lock.
+    LockHeld,
+    /// Power loss under a holder, where the grant races the server's periodic flush: either
+    /// outcome meets it, and the observation says which one happened.
+    MayLoseLock,
 }
 
 impl std::fmt::Display for Expect {
@@ -35,6 +44,9 @@ impl std::fmt::Display for Expect {
             Expect::FencingBroken => FENCING_BROKEN,
             Expect::MustFail => "acquire fails, nothing left",
             Expect::Recovers => "no violation, recovers",
+            Expect::LockLost => "lock lost",
+            Expect::LockHeld => "lock held",
+            Expect::MayLoseLock => "held or lost (a flush race)",
         })
     }
 }
@@ -60,6 +72,46 @@ pub struct Seen<'a> {
     pub availability: Option<&'a Availability>,
     /// The recovery time a service is expected within: reported against, not judged.
     pub recovery_bound_ms: u64,
+    /// P1 / J2: the power loss under a holder, when the entry is one.
+    pub power: Option<&'a PowerSeen>,
+}
+
+/// What a power loss under a holder saw: whether the cut took effect (and what it dropped),
+/// and how the next client was answered while the first holder still held the lock.
+#[derive(Debug, Clone, Default)]
+pub struct PowerSeen {
+    /// `Ok(bytes)`: every node's process was gone and its layer dropped `bytes` unsynced
+    /// bytes in all; `Err(why)`: the cut did not take effect where it had to.
+    pub effect: Option<Result<u64, String>>,
+    /// `Some(true)`: the next client was granted the lock within its bounded wait, while the
+    /// first holder's lease was still valid; `Some(false)`: refused or still waiting at the
+    /// end of the wait; `None`: no answer that says either (`answer` says why).
+    pub granted: Option<bool>,
+    /// How the next client was answered, in words.
+    pub answer: String,
+}
+
+/// A power loss under a holder against its expectation. "No effect" (the cut did not take
+/// effect, or nothing unsynced was there to drop and the lock was held where a loss was
+/// expected) and "no answer" are never a verdict: they fail, saying so.
+fn power_loss(expect: Expect, p: &PowerSeen) -> (bool, String) {
+    let dropped = match &p.effect {
+        Some(Ok(b)) => *b,
+        Some(Err(why)) => return (false, format!("no effect: {why}")),
+        None => return (false, "no effect: the power was never cut".into()),
+    };
+    let evidence = format!("{dropped} unsynced bytes dropped");
+    let Some(granted) = p.granted else {
+        return (false, format!("no answer: {}; {evidence}", p.answer));
+    };
+    let what = if granted { "LOST: the next client was granted it" } else { "held: the next client was refused" };
+    match expect {
+        Expect::LockLost if !granted && dropped == 0 => (false, format!("no effect: nothing unsynced to drop, and the lock was held ({})", p.answer)),
+        Expect::LockLost => (granted, format!("{what} ({}); {evidence}", p.answer)),
+        Expect::LockHeld => (!granted, format!("{what} ({}); {evidence}", p.answer)),
+        Expect::MayLoseLock => (true, format!("{what} ({}); {evidence}; either outcome was possible", p.answer)),
+        _ => (false, format!("{expect} is not a power-loss expectation")),
+    }
 }
 
 /// Did an observation meet its expectation? Every branch can say no, and says why.
@@ -68,6 +120,10 @@ pub fn meets(expect: Expect, o: &Seen) -> (bool, String) {
     let overlap_txt = format!("{} overlap(s), {} lost update(s)", o.overlaps, lost);
     let clean = o.overlaps == 0 && lost == 0;
     match expect {
+        Expect::LockLost | Expect::LockHeld | Expect::MayLoseLock => match o.power {
+            Some(p) => power_loss(expect, p),
+            None => (false, "not a power loss under a holder: nothing to judge".into()),
+        },
         Expect::Violation => (!clean, overlap_txt),
         Expect::NoViolation => (clean, overlap_txt),
         Expect::Rejected => {

@@ -8,6 +8,7 @@
 
 mod actor;
 pub mod command;
+pub mod power;
 pub mod scripts;
 pub mod users;
 
@@ -87,6 +88,11 @@ fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Ex
             ("restart after a TTL", Expect::NoViolation, Expect::NoViolation),
         ],
         "S7" => vec![("", Expect::MustFail, Expect::MustFail)],
+        // One side only: whether the grant survived is the lock's, not fencing's.
+        "P1" | "J2" => {
+            let e = power::expectation(kind).expect;
+            vec![("", e, e)]
+        }
         // A paused follower stalls the clients attached to it (their requests wait on it until
         // it resumes or their timeouts move them): on a hot key, a FIFO queue stalls behind
         // them. Measured here as a grant rate near zero during the pause; the entry asks for
@@ -113,13 +119,21 @@ pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&A
         leftovers: o.leftovers.clone(),
         availability,
         recovery_bound_ms: RECOVERY_BOUND.as_millis() as u64,
+        power: o.power.as_ref(),
     };
     judgement::meets(expect, &seen)
 }
 
 /// The target options the chosen entries need.
 pub fn target_options(ids: &[&str]) -> TargetOptions {
-    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5"), power_loss: false, password: None, connect_timeout: None }
+    let power_loss = ids.iter().any(|i| is_power(i));
+    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5"), power_loss, password: None, connect_timeout: None }
+}
+
+/// The power-loss entries (P1, J2): judged on one side of fencing, with the published
+/// expectation of each backend's setting.
+pub fn is_power(id: &str) -> bool {
+    matches!(id, "P1" | "J2")
 }
 
 /// S8-S10: the hot-key load with faults from a nemesis.
@@ -237,6 +251,10 @@ pub async fn run_entry(
         }
         "S5" => push("", id, scripts::failover(&ctx, id).await?),
         "S7" => push("", id, scripts::expired_waiter(&ctx, id).await?),
+        "P1" | "J2" => {
+            let case = power_case(id, kind, target).await;
+            push(&case, id, power::under_holder(&ctx, id).await?);
+        }
         "S8" | "S9" | "S10" => {
             let fault = match id {
                 "S8" => "kill:leader",
@@ -256,6 +274,17 @@ pub async fn run_entry(
     Ok(EntryResult { capabilities: ctx.backend.capabilities(), phases, observed, hits })
 }
 
+/// A power-loss entry's case: the server setting it runs under (and for J2 the version of
+/// nats-server, read from the server).
+async fn power_case(id: &str, kind: BackendKind, target: &LocalTarget) -> String {
+    let setting = power::expectation(kind).setting;
+    if id == "J2" {
+        let v = target.versions().await.get(kind.server().name()).cloned().unwrap_or_else(|| "unknown".into());
+        return format!("nats-server {v}, all 3 nodes, {setting}");
+    }
+    format!("default: {setting}")
+}
+
 /// Judge an entry's observations against the catalogue, on both sides of fencing.
 pub fn judge_entry(
     id: &str,
@@ -267,8 +296,19 @@ pub fn judge_entry(
 ) -> Vec<ScenarioOutcome> {
     let title = find(id).map(|s| s.title).unwrap_or("");
     let mut out = Vec::new();
-    for ((case, off, on), ((_, o), a)) in cases(id, kind, has_tokens).into_iter().zip(observed.iter().zip(availability)) {
-        for (fencing, expect) in [("off", off), ("on", on)] {
+    let power = is_power(id);
+    for ((case, off, on), ((seen_case, o), a)) in cases(id, kind, has_tokens).into_iter().zip(observed.iter().zip(availability)) {
+        let case = if seen_case.is_empty() { case } else { seen_case.as_str() };
+        let sides = if power { vec![("off", off)] } else { vec![("off", off), ("on", on)] };
+        // P1's published expectation is its backend's setting's; the others' the entry's.
+        let (published, source) = match (id, find(id).and_then(|s| s.published)) {
+            ("P1", _) => {
+                let e = power::expectation(kind);
+                (Some(e.finding.to_string()), Some(e.source.to_string()))
+            }
+            (_, p) => (p.map(|p| p.finding.to_string()), p.map(|p| p.source.to_string())),
+        };
+        for (fencing, expect) in sides {
             let (ok, observed) = judge(expect, fencing == "on", o, a.as_ref());
             let r = &o.resource.total;
             out.push(ScenarioOutcome {
@@ -286,8 +326,8 @@ pub fn judge_entry(
                 availability: a.clone(),
                 notes: o.notes.clone(),
                 healed,
-                published: find(id).and_then(|s| s.published).map(|p| p.finding.to_string()),
-                source: find(id).and_then(|s| s.published).map(|p| p.source.to_string()),
+                published: published.clone(),
+                source: source.clone(),
             });
         }
     }
@@ -299,14 +339,20 @@ pub fn judge_entry(
 pub fn table(outcomes: &[ScenarioOutcome]) -> String {
     let mut s = String::new();
     let mut last: Option<&str> = None;
+    let mut last_published: Option<&str> = None;
     // The case column as wide as its longest name, so the rows stay aligned.
     let width = outcomes.iter().map(|o| if o.case.is_empty() { 0 } else { o.case.chars().count() + 2 }).max().unwrap_or(0).max(22);
     for o in outcomes {
         if last != Some(o.scenario.as_str()) {
             last = Some(o.scenario.as_str());
             s.push_str(&format!("{} {}\n", o.scenario, o.title));
-            if let (Some(p), Some(src)) = (&o.published, &o.source) {
+            last_published = None;
+        }
+        // Printed again where it changes within an entry (P1: each backend's setting).
+        if let (Some(p), Some(src)) = (&o.published, &o.source) {
+            if last_published != Some(p.as_str()) {
                 s.push_str(&format!("  published ({src}): {p}\n"));
+                last_published = Some(p.as_str());
             }
         }
         let name = if o.case.is_empty() { String::new() } else { format!("({})", o.case) };
@@ -317,7 +363,17 @@ pub fn table(outcomes: &[ScenarioOutcome]) -> String {
             o.fencing,
             o.expected.to_string(),
             o.observed,
-            if o.ok { "OK" } else if !o.healed { "NOT HEALED" } else { "CONTRADICTS" }
+            if o.ok {
+                "OK"
+            } else if !o.healed {
+                "NOT HEALED"
+            } else if o.observed.starts_with("no effect") {
+                "NO EFFECT"
+            } else if o.observed.starts_with("no answer") {
+                "NO ANSWER"
+            } else {
+                "CONTRADICTS"
+            }
         ));
     }
     s

@@ -33,6 +33,8 @@ pub struct Observed {
     /// The history segment the stage opened ([`crate::history::phase_id`]); empty where
     /// the observation has none of its own.
     pub phase: String,
+    /// P1 / J2: the power loss under a holder.
+    pub power: Option<crate::judgement::PowerSeen>,
 }
 
 impl Observed {
@@ -47,6 +49,7 @@ impl Observed {
             notes: Vec::new(),
             phase: String::new(),
             nemesis,
+            power: None,
         }
     }
 }
@@ -77,7 +80,7 @@ impl Ctx {
         format!("dlbench-{}-{name}-{}", self.run_id, self.kind)
     }
 
-    fn nodes(&self) -> Vec<Arc<Node>> {
+    pub(super) fn nodes(&self) -> Vec<Arc<Node>> {
         self.target.nodes_of(self.kind).into_iter().filter(|n| !n.replica).collect()
     }
 
@@ -136,9 +139,14 @@ impl<'a> Stage<'a> {
 
     /// Record a fault the script applies by hand (not through the nemesis).
     pub fn event(&self, f: &str, phase: &str, targets: &[&str]) {
+        self.event_with(f, phase, targets, "");
+    }
+
+    /// A fault applied by hand, with its evidence (`detail`, as the nemesis records it).
+    pub fn event_with(&self, f: &str, phase: &str, targets: &[&str], detail: &str) {
         let ns = self.epoch().elapsed().as_nanos() as u64;
         let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
-        self.ctx.history.record(&Record::Nemesis { f: f.into(), phase: phase.into(), targets: targets.clone(), ns, detail: String::new() });
+        self.ctx.history.record(&Record::Nemesis { f: f.into(), phase: phase.into(), targets: targets.clone(), ns, detail: detail.into() });
         self.events.lock().unwrap().push(NemesisEvent {
             backend: String::new(),
             workload: String::new(),
@@ -146,7 +154,7 @@ impl<'a> Stage<'a> {
             phase: phase.into(),
             targets,
             at_ms: ns / 1_000_000,
-            detail: String::new(),
+            detail: detail.into(),
         });
     }
 
@@ -184,6 +192,7 @@ impl<'a> Stage<'a> {
             notes: self.notes.into_inner().unwrap(),
             nemesis: self.events.into_inner().unwrap(),
             phase: crate::history::phase_id(self.ctx.kind.name(), &self.key),
+            power: None,
         }
     }
 }

@@ -31,6 +31,7 @@ mod mutation;
 mod nats;
 mod peers;
 mod power_loss;
+mod power_scenarios;
 mod readme;
 mod real_servers;
 mod report;
