@@ -119,7 +119,7 @@ pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&A
 
 /// The target options the chosen entries need.
 pub fn target_options(ids: &[&str]) -> TargetOptions {
-    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5"), power_loss: false, password: None, connect_timeout: None }
+    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5"), power_loss: false, durability: Default::default(), password: None, connect_timeout: None }
 }
 
 /// S8-S10: the hot-key load with faults from a nemesis.
