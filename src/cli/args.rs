@@ -391,6 +391,13 @@ pub(crate) struct RunArgs {
     /// Start a fault every this often; each lasts half of it.
     #[arg(long, value_parser = duration, default_value = "10s", help_heading = "Faults")]
     pub(crate) nemesis_interval: Duration,
+    /// The servers' durability on the local target: default (the settings it always ran
+    /// with: Redis keeps nothing on disk, the databases and ZooKeeper their own defaults),
+    /// strict (on disk before each acknowledgement) or relaxed (flushed about once a second).
+    /// A list (relaxed,strict) runs every backend at each level on fresh servers, for the
+    /// durability table. Compose and external targets cannot set it: they record what they find.
+    #[arg(long, default_value = "default", help_heading = "Faults")]
+    pub(crate) durability: String,
     /// Whether the protected resource refuses stale fencing tokens: off, on, or both (one
     /// run measures both; the verdict speaks for the side chosen).
     #[arg(long, value_enum, default_value = "both", help_heading = "Faults")]

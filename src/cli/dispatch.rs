@@ -97,7 +97,7 @@ async fn up(a: UpArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
         Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
         None => None,
     };
-    let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, power_loss: false, password, connect_timeout: None };
+    let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, power_loss: false, durability: Default::default(), password, connect_timeout: None };
     crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
 }
 

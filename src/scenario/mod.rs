@@ -127,7 +127,7 @@ pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&A
 /// The target options the chosen entries need.
 pub fn target_options(ids: &[&str]) -> TargetOptions {
     let power_loss = ids.iter().any(|i| is_power(i));
-    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5"), power_loss, password: None, connect_timeout: None }
+    TargetOptions { proxies: true, clock_shim: ids.contains(&"S3"), redis_replica: ids.contains(&"S5"), power_loss, durability: Default::default(), password: None, connect_timeout: None }
 }
 
 /// The power-loss entries (P1, J2): judged on one side of fencing, with the published
