@@ -26,6 +26,9 @@ pub async fn durability(kind: BackendKind, e: &Endpoints, password: Option<&str>
             let mut v = Vec::new();
             for s in ["appendonly", "appendfsync", "save"] {
                 v.push((s, redis::config_get(&ep, s, password, within).await));
+                if silent(&v) {
+                    break;
+                }
             }
             v
         }
@@ -33,6 +36,9 @@ pub async fn durability(kind: BackendKind, e: &Endpoints, password: Option<&str>
             let mut v = Vec::new();
             for s in ["synchronous_commit", "fsync"] {
                 v.push((s, postgres::show(&ep, password, s, within).await));
+                if silent(&v) {
+                    break;
+                }
             }
             v
         }
@@ -41,6 +47,9 @@ pub async fn durability(kind: BackendKind, e: &Endpoints, password: Option<&str>
             let mut v = Vec::new();
             for s in ["innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin"] {
                 v.push((s, mariadb::variable(&ep, &user, password, s, within).await));
+                if silent(&v) {
+                    break;
+                }
             }
             v
         }
@@ -57,6 +66,11 @@ pub async fn durability(kind: BackendKind, e: &Endpoints, password: Option<&str>
         })
         .collect();
     Recorded { level: None, settings, label: format!("{name} ({}; found on the servers)", words.join(", ")) }
+}
+
+/// The last read got no answer within the bound: ask the silent server nothing more.
+fn silent(read: &[(&str, Result<String, String>)]) -> bool {
+    read.last().is_some_and(|(_, r)| r.as_ref().is_err_and(|e| e.contains("no answer")))
 }
 
 /// ZooKeeper's `forceSync`, if its `conf` word is allowed and shows it.

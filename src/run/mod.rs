@@ -184,14 +184,15 @@ async fn levels(
             };
             Some(t)
         };
-        let found = durability_of(plan, target.as_ref(), level).await;
         if let Some(t) = &target {
             if i == 0 {
-                ready(plan, dir, summary, t, real, &found).await?;
+                ready(plan, dir, summary, t, real).await?;
             } else {
                 reachable(&t.endpoints(), real, plan.timeouts.connect).await?;
             }
         }
+        // After `ready`: a silent server is refused there, within one connect timeout.
+        let found = durability_of(plan, target.as_ref(), level).await;
         let earlier = std::mem::take(&mut summary.backends);
         let ctx = Ctx { plan, dir, head: &*summary, earlier: &earlier, target: target.as_ref(), history: history.clone(), cancel, repeat: plan.repeat.max(1), level, durability: &found };
         let measured = pass(&ctx, memory).await;
@@ -240,14 +241,14 @@ async fn durability_of(plan: &RunPlan, target: Option<&Running>, level: Option<D
             Some(t) if !matches!(t, Running::Local(_)) => t.durability_found(k, plan.timeouts.connect).await,
             _ => durability::settings(k, level).record(),
         };
-        eprintln!("dlbench: durability {}{}", r.label, if r.level.is_none() { " (found on the servers)" } else { "" });
+        eprintln!("dlbench: durability {}", r.label);
         out.insert(k, r);
     }
     out
 }
 
 /// The target answers, its versions are recorded, and the nemesis can inject what was asked.
-async fn ready(plan: &RunPlan, dir: &RunDir, summary: &mut Summary, t: &Running, real: &[BackendKind], _durability: &BTreeMap<BackendKind, durability::Recorded>) -> anyhow::Result<()> {
+async fn ready(plan: &RunPlan, dir: &RunDir, summary: &mut Summary, t: &Running, real: &[BackendKind]) -> anyhow::Result<()> {
     let endpoints = &t.endpoints();
     reachable(endpoints, real, plan.timeouts.connect).await?;
     summary.versions = t.versions(plan.timeouts.connect).await.map_err(anyhow::Error::msg)?;
