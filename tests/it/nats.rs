@@ -67,12 +67,13 @@ fn nats_holds_under_kill_pause_and_partition_and_a_lock_without_the_compare_does
 }
 
 /// The four-properties table (summary.json, summary.md) and the AP / CP table (terminal)
-/// have a nats row with figures this run measured: expiry near the bucket's max age (3 s,
-/// the run's --ttl), reentrancy, the grant rate under the faults, the class claimed and the
-/// class observed.
+/// have a nats row with figures this run measured: expiry, reentrancy, the grant rate under
+/// the faults, the class claimed and the class observed. The expiry is the bucket's max age,
+/// 10 s (the backend's default, which neither --ttl nor the probe's 3 s changes: the server
+/// has no per-key TTL), so the abandoned lock outlives the 3 s asked (measured 10.01 s).
 fn tables_have_a_measured_nats_row(s: &serde_json::Value, stdout: &str, dir: &std::path::Path) {
     let p = &s["backends"][0]["properties"];
-    assert!(p["expiry_ms"].as_u64().is_some_and(|ms| (2500..15_000).contains(&ms)), "nats expiry, bucket max age 3 s: {p}");
+    assert!(p["expiry_ms"].as_u64().is_some_and(|ms| (9_500..15_000).contains(&ms)), "nats expiry, bucket max age 10 s: {p}");
     assert!(p["reentrancy"].as_str().is_some_and(|r| r.starts_with("blocks")), "nats reentrancy (a second create finds the key): {p}");
     let md = std::fs::read_to_string(dir.join("latest/summary.md")).unwrap();
     let row = md.lines().find(|l| l.starts_with("| ") && l.contains("| nats |") && l.contains("(TTL 3 s)"));
