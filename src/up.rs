@@ -28,11 +28,14 @@ pub async fn up(
     let mut eps = target.endpoints().clone();
     if let Some(var) = &password_env {
         // The file names where the password is, never the password.
-        for k in [BackendKind::Redis, BackendKind::Redlock, BackendKind::Postgres, BackendKind::Mariadb, BackendKind::Etcd] {
+        for k in [BackendKind::Redis, BackendKind::Redlock, BackendKind::Postgres, BackendKind::Mariadb, BackendKind::Etcd, BackendKind::Nats] {
             if let Some(mut s) = eps.get(k).cloned() {
                 s.password_env = Some(var.clone());
                 if k == BackendKind::Etcd {
                     s.user = Some("root".into());
+                }
+                if k == BackendKind::Nats {
+                    s.user = Some(crate::cluster::local::nats::USER.into());
                 }
                 eps.set(k, s);
             }

@@ -498,7 +498,7 @@ pub(crate) struct UpArgs {
     #[arg(long)]
     pub(crate) faults: bool,
     /// Require the password held in this environment variable: Redis (requirepass),
-    /// PostgreSQL's postgres user, MariaDB's dlbench user, etcd's root user (auth on). The endpoints file names the
+    /// PostgreSQL's postgres user, MariaDB's dlbench user, etcd's root user (auth on), NATS's dlbench user. The endpoints file names the
     /// variable, never the password.
     #[arg(long)]
     pub(crate) password_env: Option<String>,

@@ -24,7 +24,7 @@ pub async fn healthy(kind: BackendKind, endpoints: &[String], password: Option<&
         BackendKind::Redis | BackendKind::Redlock => redis::healthy(endpoints, password, within).await,
         BackendKind::Postgres => postgres::healthy(endpoints, password, within).await,
         BackendKind::Mariadb => mariadb::healthy(endpoints, within).await,
-        BackendKind::Nats => nats::healthy(endpoints, within).await,
+        BackendKind::Nats => nats::healthy(endpoints, password, within).await,
         _ => Ok(()),
     }
 }
@@ -51,7 +51,7 @@ pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], p
         }
         BackendKind::Nats => {
             for ep in endpoints {
-                if let Ok(name) = nats::leader_name(ep, within).await {
+                if let Ok(name) = nats::leader_name(ep, password, within).await {
                     return names.iter().position(|n| *n == name);
                 }
             }
@@ -77,7 +77,7 @@ pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -
                 BackendKind::Redis | BackendKind::Redlock => redis::version(ep, password, within).await,
                 BackendKind::Postgres => postgres::version(ep, password, within).await,
                 BackendKind::Mariadb => mariadb::version(ep, within).await,
-                BackendKind::Nats => nats::version(ep, within).await,
+                BackendKind::Nats => nats::version(ep, password, within).await,
                 _ => Err(String::new()),
             }
         };

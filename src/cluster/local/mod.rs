@@ -251,7 +251,8 @@ fn clock_shim(rt: &Path, options: &TargetOptions) -> Result<Option<PathBuf>, Tar
 
 /// The nodes of the plan, each behind its proxies when there is a `net`: one per node for
 /// clients, plus the peer proxies. Returns the nodes and where each client proxy forwards.
-fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::PortClaims, layer_bin: Option<&Path>) -> Result<(Vec<Arc<Node>>, Vec<ClientSlot>), TargetError> {
+/// `layer`: the power-loss layer's binary and the runtime directory its mounts are recorded in.
+fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::PortClaims, layer: Option<(&Path, &Path)>) -> Result<(Vec<Arc<Node>>, Vec<ClientSlot>), TargetError> {
     let mut nodes = Vec::new();
     let mut client_backends = Vec::new();
     let mut fronts = std::collections::HashMap::new();
@@ -281,6 +282,14 @@ fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::
                 }
             }
         }
+        if layer.is_some() && k == BackendKind::Zookeeper {
+            // ZooKeeper writes its first snapshot (the empty tree, at start) without an fsync
+            // and refuses to start from a log without a snapshot: after a power loss on the
+            // layer no node came back ("No snapshot found, but there are log entries").
+            // Its logs here start at zxid 0 and are never purged, so the log alone is the
+            // whole state: trust it, as ZooKeeper's own setting for this case allows.
+            plan.spec.args.insert(0, "-Dzookeeper.snapshot.trust.empty=true".into());
+        }
         client_backends.push(backend_slot);
         nodes.push(Arc::new(Node {
             index,
@@ -294,7 +303,7 @@ fn wire(planned: Vec<plan::Planned>, net: Option<&Arc<Net>>, ports: &mut ports::
             extra_args: Mutex::new(Vec::new()),
             paused: AtomicBool::new(false),
             net: net.cloned(),
-            layer: layer_bin.map(|bin| power::Layer::new(&plan.spec.name, &plan.data, &plan.spec.log, bin)),
+            layer: layer.map(|(bin, rt)| power::Layer::new(&plan.spec.name, &plan.data, &plan.spec.log, bin, rt)),
             spec: plan.spec,
             data: plan.data,
         }));
@@ -324,7 +333,7 @@ impl LocalTarget {
         let planned = layout.plan(backends, &mut ports).await?;
         plan::link_data(&dir, &planned)?;
         let layer_bin = if options.power_loss { Some(power::binary().map_err(TargetError::Setup)?) } else { None };
-        let (nodes, client_backends) = wire(planned, net.as_ref(), &mut ports, layer_bin.as_deref())?;
+        let (nodes, client_backends) = wire(planned, net.as_ref(), &mut ports, layer_bin.as_deref().map(|b| (b, rt.as_path())))?;
         let mut target = LocalTarget {
             dir,
             nodes,
@@ -472,7 +481,7 @@ impl LocalTarget {
             }
             BackendKind::Nats => {
                 for n in &nodes {
-                    if let Ok(name) = nats::leader_name(&n.real_addr, self.connect_timeout).await {
+                    if let Ok(name) = nats::leader_name(&n.real_addr, self.password.as_deref(), self.connect_timeout).await {
                         return self.nodes.iter().find(|x| x.name == name).cloned();
                     }
                 }

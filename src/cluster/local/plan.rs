@@ -97,7 +97,7 @@ impl Layout<'_> {
         let ports: Vec<nats::NatsPorts> = (0..3)
             .map(|i| nats::NatsPorts { client: p[3 * i], route: p[3 * i + 1], route_front: self.options.proxies.then_some(p[3 * i + 2]) })
             .collect();
-        let plans = nats::specs(self.bins.nats_server.as_ref().unwrap(), self.rt, self.dir, &ports).map_err(io)?;
+        let plans = nats::specs(self.bins.nats_server.as_ref().unwrap(), self.rt, self.dir, &ports, self.options.password.as_deref()).map_err(io)?;
         Ok(plans
             .into_iter()
             .zip(&ports)

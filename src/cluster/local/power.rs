@@ -36,16 +36,19 @@ pub struct Layer {
     data: PathBuf,
     log: PathBuf,
     bin: PathBuf,
+    /// The runtime directory the mount point is recorded in (for the sweep of dead runs).
+    rt: PathBuf,
     process: Mutex<Option<Arc<Process>>>,
 }
 
 impl Layer {
-    pub fn new(node: &str, data: &Path, server_log: &Path, bin: &Path) -> Layer {
+    pub fn new(node: &str, data: &Path, server_log: &Path, bin: &Path, rt: &Path) -> Layer {
         Layer {
             name: format!("{node}-faultfs"),
             data: data.to_path_buf(),
             log: server_log.with_file_name(format!("{node}-faultfs.log")),
             bin: bin.to_path_buf(),
+            rt: rt.to_path_buf(),
             process: Mutex::new(None),
         }
     }
@@ -61,6 +64,8 @@ impl Layer {
         }
         // etcd makes its data directory itself; the layer needs it first.
         std::fs::create_dir_all(&self.data).map_err(|e| format!("create {}: {e}", self.data.display()))?;
+        // Recorded first: a run killed once the layer is up leaves a mount the sweep detaches.
+        super::runtime::record_mount(&self.rt, &self.data).map_err(|e| format!("record the mount of {}: {e}", self.data.display()))?;
         let spec = Spec::new(self.name.clone(), self.bin.clone(), self.log.clone()).args([&self.data, &self.data]);
         let p = Process::start(spec).map_err(|e| format!("start {}: {e}", self.name))?;
         if let Err(e) = control::wait_mounted(&self.data, true, WITHIN) {

@@ -12,6 +12,11 @@
 //!   Every start sweeps `<base>`: a directory whose lock nobody holds belongs to a run that
 //!   is gone (SIGKILL, double Ctrl-C) and is removed; one whose lock is held is never
 //!   touched.
+//! - A node on the power-loss layer (`dlbench-faultfs`) has its mount point recorded in
+//!   `mounts` before it is mounted. A dead run's layers died with it and left their mounts
+//!   (answering ENOTCONN, which also keeps the directory from being removed): the sweep
+//!   detaches each recorded path that is under the dead directory and still a faultfs mount
+//!   (`fusermount3 -u`, falling back to a lazy unmount), never by process name.
 //! - A directory is made under a staging name (`.new-<run-id>`) and renamed once its lock is
 //!   held, so the sweep never sees a live directory without a held lock. A staging directory
 //!   is only swept once it is a minute old and unlocked.
@@ -27,6 +32,8 @@ use std::time::Duration;
 pub const ENV: &str = "DLBENCH_RUNTIME_DIR";
 
 const STAGING: &str = ".new-";
+/// The file of a runtime directory that lists its faultfs mount points, one a line.
+const MOUNTS: &str = "mounts";
 const STAGING_GRACE: Duration = Duration::from_secs(60);
 
 /// The base directory runtime directories go in. Not `/run` or `$XDG_RUNTIME_DIR`: those
@@ -73,6 +80,34 @@ fn own_dir(dir: &Path, mode: u32) -> Result<(), String> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(|e| format!("chmod {}: {e}", dir.display()))
 }
 
+/// Record, in the runtime directory `rt`, that `mountpoint` is about to be mounted, so the
+/// sweep can detach it should this run die.
+pub fn record_mount(rt: &Path, mountpoint: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = OpenOptions::new().create(true).append(true).open(rt.join(MOUNTS))?;
+    writeln!(f, "{}", mountpoint.display())
+}
+
+/// Detach the faultfs mounts a dead run recorded in `dir`: only paths under `dir` that are
+/// faultfs mounts now. Returns the paths detached.
+pub fn detach_mounts(dir: &Path) -> Vec<PathBuf> {
+    let mut detached = Vec::new();
+    let text = std::fs::read_to_string(dir.join(MOUNTS)).unwrap_or_default();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let p = PathBuf::from(line);
+        if !p.starts_with(dir) || !dlbench_faultfs::control::mounted(&p).unwrap_or(false) {
+            continue;
+        }
+        let quiet = std::process::Stdio::null;
+        let unmounted = std::process::Command::new("fusermount3").arg("-u").arg(&p).stdout(quiet()).stderr(quiet()).status().is_ok_and(|s| s.success());
+        if unmounted || dlbench_faultfs::control::detach(&p).is_ok() {
+            tracing::info!("detached {} (a layer of a run that is gone)", p.display());
+            detached.push(p);
+        }
+    }
+    detached
+}
+
 /// Remove every runtime directory under `base` whose lock nobody holds. Returns the removed
 /// paths. Never touches a directory whose lock is held.
 pub fn sweep(base: &Path) -> Vec<PathBuf> {
@@ -94,6 +129,7 @@ pub fn sweep(base: &Path) -> Vec<PathBuf> {
         let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|a| a > STAGING_GRACE);
         let stale = if name.starts_with(STAGING) { old && (free || lock.is_err()) } else { free || (lock.is_err() && old) };
         if stale {
+            detach_mounts(&path);
             // Holding the lock while removing keeps a second sweeper from racing us; its
             // removal of what we already removed fails harmlessly.
             if std::fs::remove_dir_all(&path).is_ok() {
