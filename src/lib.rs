@@ -29,6 +29,7 @@ pub mod compare;
 pub mod connect;
 pub mod cost;
 pub mod driver;
+pub mod durability;
 pub mod endpoints;
 pub mod facts;
 pub mod history;

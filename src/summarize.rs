@@ -171,6 +171,7 @@ impl BackendAcc {
             workloads,
             failure: None,
             properties: self.properties.clone(),
+            durability: None,
         }
     }
 }

@@ -220,6 +220,10 @@ pub(crate) struct ScenarioArgs {
     /// U3: how many locks to hold and keep alive at once (1 to 100000).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 1000, help_heading = "Workload")]
     pub(crate) locks: u32,
+    /// The servers' durability (as `run --durability`, one level): P1 judges each backend
+    /// against its setting's published expectation.
+    #[arg(long, value_enum, default_value_t = crate::durability::Durability::Default, help_heading = "Target")]
+    pub(crate) durability: crate::durability::Durability,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results", help_heading = "Output")]
     pub(crate) out: PathBuf,
@@ -391,6 +395,13 @@ pub(crate) struct RunArgs {
     /// Start a fault every this often; each lasts half of it.
     #[arg(long, value_parser = duration, default_value = "10s", help_heading = "Faults")]
     pub(crate) nemesis_interval: Duration,
+    /// The servers' durability on the local target: default (the settings it always ran
+    /// with: Redis keeps nothing on disk, the databases and ZooKeeper their own defaults),
+    /// strict (on disk before each acknowledgement) or relaxed (flushed about once a second).
+    /// A list (relaxed,strict) runs every backend at each level on fresh servers, for the
+    /// durability table. Compose and external targets cannot set it: they record what they find.
+    #[arg(long, default_value = "default", help_heading = "Faults")]
+    pub(crate) durability: String,
     /// Whether the protected resource refuses stale fencing tokens: off, on, or both (one
     /// run measures both; the verdict speaks for the side chosen).
     #[arg(long, value_enum, default_value = "both", help_heading = "Faults")]

@@ -82,6 +82,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 backends: a.backends,
                 out: a.out,
                 sizes: crate::scenario::users::Sizes { waiters: a.waiters, locks: a.locks as usize },
+                durability: a.durability,
             };
             Ok(crate::scenario::command::command(args, cancel).await?.map_or(130, |(summary, dir)| output::scenarios(&summary, &dir)))
         }
@@ -97,7 +98,7 @@ async fn up(a: UpArgs, cancel: CancellationToken) -> anyhow::Result<i32> {
         Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("--password-env {var}: {var} is not set in the environment"))?),
         None => None,
     };
-    let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, power_loss: false, password, connect_timeout: None };
+    let opts = crate::cluster::local::TargetOptions { proxies: a.faults, clock_shim: a.faults, redis_replica: a.faults, power_loss: false, durability: Default::default(), password, connect_timeout: None };
     crate::up::up(backends, a.endpoints, a.out, opts, a.password_env, cancel).await
 }
 

@@ -19,6 +19,11 @@ pub(super) fn run_finished(f: &Finished) -> i32 {
     if summary.backends.iter().any(|b| b.properties.is_some()) {
         println!("{}", crate::report::text::properties_table(summary));
     }
+    print!("{}", crate::report::text::durability_text(summary));
+    let durability = crate::report::text::durability_markdown(summary);
+    if !durability.is_empty() {
+        println!("{}", durability.trim_start());
+    }
     for a in crate::report::text::anomalies(summary) {
         println!("anomaly: {a}");
     }

@@ -53,6 +53,7 @@ pub(crate) fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         shard: None,
         start_at: None,
         resource: "local".into(),
+        durability: "default".into(),
     };
     let (mut plan, notices) = build_run_plan(run)?;
     plan.soak = Some(crate::summary::soak::SoakGoal { max_rss_growth_pct: a.max_rss_growth, ..Default::default() });
@@ -150,6 +151,7 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         shard: a.shard.map(|s| crate::shard::ShardSpec { start_at: a.start_at, ..s }),
         resource: crate::resource_server::ResourceUrl::parse(&a.resource).map_err(anyhow::Error::msg)?,
         properties: a.properties,
+        durability: crate::durability::parse_levels(&a.durability).map_err(anyhow::Error::msg)?,
     };
     Ok((plan, notices))
 }

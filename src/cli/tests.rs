@@ -182,3 +182,32 @@ fn compose_refuses_nats_and_all_leaves_it_out() {
     let (p, _) = plan(&["--backends", "all"]).unwrap();
     assert!(p.backends.contains(&crate::kind::BackendKind::Nats));
 }
+
+/// `--durability`: levels parse into the plan (default: the one level `default`); a compose
+/// or external target refuses any other level in one line, before anything starts; several
+/// levels refuse the memory backend.
+#[test]
+fn durability_levels_are_planned_and_refused_where_dlbench_cannot_set_them() {
+    use crate::durability::Durability;
+    let plan = |args: &[&str]| {
+        let mut v = vec!["dlbench", "run"];
+        v.extend_from_slice(args);
+        match Cli::from_arg_matches(&command().try_get_matches_from(v).unwrap()).unwrap().command {
+            Command::Run(a) => build_run_plan(a).map(|p| p.0),
+            other => panic!("{other:?}"),
+        }
+    };
+    let p = plan(&["--backends", "redis"]).unwrap();
+    assert_eq!(p.durability, vec![Durability::Default]);
+    assert!(p.target_options().durability.is_default(), "the servers keep the settings they always had");
+    let p = plan(&["--backends", "redis,postgres", "--durability", "relaxed,strict"]).unwrap();
+    assert_eq!(p.durability, vec![Durability::Relaxed, Durability::Strict]);
+    p.validate().unwrap();
+    assert_eq!(p.target_options().durability, Durability::Relaxed);
+    let e = plan(&["--target", "compose", "--backends", "redis", "--durability", "strict"]).unwrap().validate().unwrap_err().to_string();
+    assert!(e.contains("--durability strict") && e.contains("records the settings it finds") && !e.contains('\n'), "{e}");
+    plan(&["--target", "compose", "--backends", "redis"]).unwrap().validate().unwrap();
+    let e = plan(&["--backends", "memory,redis", "--durability", "default,strict"]).unwrap().validate().unwrap_err().to_string();
+    assert!(e.contains("memory"), "{e}");
+    assert!(plan(&["--durability", "fast"]).unwrap_err().to_string().contains("not a level"));
+}

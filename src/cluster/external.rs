@@ -63,6 +63,11 @@ impl ExternalTarget {
         Ok(ExternalTarget { endpoints, passwords, nodes, killed: Mutex::default(), paused: Mutex::default(), isolated: Mutex::default(), timeouts })
     }
 
+    /// The password of `kind`'s server family, if its section names one.
+    pub fn password(&self, kind: BackendKind) -> Option<&str> {
+        self.passwords.get(&kind.server()).map(String::as_str)
+    }
+
     pub fn endpoints(&self) -> &Endpoints {
         &self.endpoints
     }

@@ -10,6 +10,7 @@
 
 pub mod compose;
 pub mod external;
+pub mod found;
 pub mod local;
 pub mod medium;
 pub mod probe;

@@ -69,6 +69,13 @@ pub fn mismatches(base: &Summary, new: &Summary) -> Vec<String> {
     if !cb.is_empty() && !cn.is_empty() {
         differ("connections", cb, cn);
     }
+    // The servers' durability settings (recorded since `run --durability`; older summaries
+    // ran the local target's default and record none, so they are not compared).
+    let durability = |s: &Summary| s.backends.iter().filter_map(|b| Some(format!("{} {}", b.name, b.durability.as_ref()?.label))).collect::<Vec<_>>().join(", ");
+    let (db, dn) = (durability(base), durability(new));
+    if !db.is_empty() && !dn.is_empty() {
+        differ("durability", db, dn);
+    }
     let state = |s: &Summary| if s.complete { "complete" } else { "interrupted" }.to_string();
     differ("completeness", state(base), state(new));
     // The fenced side is what the verdict rows speak for.

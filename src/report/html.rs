@@ -60,6 +60,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     h.push_str(&format!("<p id=\"resource\">{}</p>", esc(&super::text::resource_line(s))));
     h.push_str(&anomalies(s));
     h.push_str(&properties(s));
+    h.push_str(&durability(s));
     h.push_str(&cost(s));
     h.push_str(&scaling(s));
     h.push_str(&shards(s));
@@ -502,6 +503,18 @@ fn properties(s: &crate::summary::Summary) -> String {
     use crate::report::tables::{properties_rows, PROPERTIES_HEADER, PROPERTIES_NOTE};
     let rows: Vec<Vec<String>> = properties_rows(s).into_iter().map(Vec::from).collect();
     cells_table("properties", "The four properties", &PROPERTIES_HEADER, &rows, &[0, 1, 2, 4, 5, 6], PROPERTIES_NOTE)
+}
+
+/// The durability table (several levels), or each backend's durability beside its verdict.
+fn durability(s: &crate::summary::Summary) -> String {
+    use crate::report::tables::{durability_lines, durability_rows, DURABILITY_HEADER, DURABILITY_NOTE};
+    let rows: Vec<Vec<String>> = durability_rows(s).into_iter().map(Vec::from).collect();
+    let lines = durability_lines(s);
+    if lines.is_empty() {
+        return cells_table("durability", "Durability", &DURABILITY_HEADER, &rows, &[0, 1, 2, 3, 6], DURABILITY_NOTE);
+    }
+    let items: String = lines.iter().map(|l| format!("<li>{}</li>", esc(l))).collect();
+    format!("<h2 id=\"durability\">Durability</h2><p>The servers' settings beside each verdict:</p><ul>{items}</ul>")
 }
 
 /// The cost-per-acquisition table (see `text::cost_rows`).

@@ -12,6 +12,8 @@ mod tables;
 pub mod text;
 #[cfg(test)]
 mod tests_numbers;
+#[cfg(test)]
+mod tests_durability;
 
 use std::path::{Path, PathBuf};
 

@@ -69,7 +69,7 @@ pub(super) fn verdict_cell(v: Option<&Verdict>) -> String {
 
 /// The family a backend's rows are grouped under (by its name; unknown names have none).
 pub(crate) fn family(b: &BackendSummary) -> &'static str {
-    b.name.parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("")
+    crate::durability::design_of(&b.name).parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("")
 }
 
 /// The backends in the table's order: grouped by family (database, Redis, consensus), in
@@ -360,4 +360,111 @@ pub fn target_costs_lines(c: &crate::summary::medium::TargetCosts) -> Vec<String
         lines.push(format!("fsync (4 KiB write + fdatasync, median): {}{on}", fsync.join(", ")));
     }
     lines
+}
+
+/// The durability table's columns (a run with several `--durability` levels).
+pub const DURABILITY_HEADER: [&str; 7] =
+    ["backend", "level", "server settings", "mutual exclusion (verdict)", "overlaps", "acq/s", "acq/s against the least strict level"];
+
+/// The explanation under the durability table.
+pub const DURABILITY_NOTE: &str = "Each backend at each durability level of the run (`run --durability`), on fresh local \
+servers per level, under the run's faults: the server settings behind the level, the verdict and the overlaps seen, the \
+acquisition rate, and the rate as a share of the same backend's rate at its least strict level measured in this run (1 at \
+that level; below 1 is what the stricter setting costs). Ratios of one run on one machine, not a benchmark of the settings.";
+
+/// A backend's mean rate per workload, in the order it ran them.
+fn workload_means(b: &BackendSummary) -> Vec<(&str, f64)> {
+    let mut out: Vec<(&str, f64, usize)> = Vec::new();
+    for w in &b.workloads {
+        match out.iter_mut().find(|(n, _, _)| *n == w.name) {
+            Some(e) => {
+                e.1 += w.ops_per_sec;
+                e.2 += 1;
+            }
+            None => out.push((&w.name, w.ops_per_sec, 1)),
+        }
+    }
+    out.into_iter().map(|(n, sum, k)| (n, sum / k as f64)).collect()
+}
+
+/// How strict a measured level is for its design (`durability::settings`), to find the
+/// least strict one; `None` where the backend recorded no level.
+fn strictness(b: &BackendSummary) -> Option<(u8, bool)> {
+    let kind = crate::durability::design_of(&b.name).parse::<crate::kind::BackendKind>().ok()?;
+    let s = crate::durability::settings(kind, b.durability.as_ref()?.level?);
+    Some((s.strictness, s.one_level))
+}
+
+/// `b`'s rate against `base`'s, per workload both ran.
+fn cost_cell(b: &BackendSummary, base: &BackendSummary, one_level: bool) -> String {
+    if one_level {
+        return "- (one level: the same settings)".into();
+    }
+    if std::ptr::eq(b, base) {
+        return "1 (least strict)".into();
+    }
+    let (mine, theirs) = (workload_means(b), workload_means(base));
+    let cells: Vec<String> = mine
+        .iter()
+        .filter_map(|(n, r)| theirs.iter().find(|(m, _)| m == n).filter(|(_, t)| *t > 0.0).map(|(_, t)| (n, r / t)))
+        .map(|(n, x)| if mine.len() > 1 { format!("{x:.2} ({n})") } else { format!("{x:.2}") })
+        .collect();
+    if cells.is_empty() { "-".into() } else { cells.join(", ") }
+}
+
+/// The durability table's rows: backend x level, for runs that measured more than one level
+/// (none otherwise: one level is a label beside the verdict, see [`durability_lines`]).
+pub fn durability_rows(s: &Summary) -> Vec<[String; 7]> {
+    let levels: Vec<_> = s.backends.iter().filter_map(|b| b.durability.as_ref()?.level).collect();
+    if levels.iter().all(|l| *l == levels[0]) {
+        return Vec::new();
+    }
+    let mut designs: Vec<&str> = Vec::new();
+    for b in by_family(s) {
+        let d = crate::durability::design_of(&b.name);
+        if !designs.contains(&d) {
+            designs.push(d);
+        }
+    }
+    let mut rows = Vec::new();
+    for d in designs {
+        let mine: Vec<&BackendSummary> = s.backends.iter().filter(|b| crate::durability::design_of(&b.name) == d && strictness(b).is_some()).collect();
+        let base = mine.iter().copied().filter(|b| b.failure.is_none()).min_by_key(|b| strictness(b).map(|s| s.0));
+        for &b in &mine {
+            let (rec, one_level) = (b.durability.as_ref().unwrap(), strictness(b).is_some_and(|s| s.1));
+            let settings = rec.label.strip_prefix(&format!("{d} (")).and_then(|l| l.strip_suffix(')')).unwrap_or(&rec.label);
+            let (verdict, cost) = match (&b.failure, base) {
+                (Some(f), _) => (format!("FAILED: {f}"), "-".into()),
+                (None, Some(base)) => (verdict_cell(b.verdict.as_ref()), cost_cell(b, base, one_level)),
+                (None, None) => (verdict_cell(b.verdict.as_ref()), "-".into()),
+            };
+            rows.push([
+                d.to_string(),
+                rec.level.map_or("-".into(), |l| l.to_string()),
+                settings.to_string(),
+                verdict,
+                b.counts.overlaps.to_string(),
+                workload_rates(b),
+                cost,
+            ]);
+        }
+    }
+    rows
+}
+
+/// Each backend's durability beside its verdict, one line each ("redis (appendonly yes,
+/// appendfsync everysec): unsafe: ..."), for a run with one level; none when the run has
+/// the durability table instead, or recorded no durability.
+pub fn durability_lines(s: &Summary) -> Vec<String> {
+    if !durability_rows(s).is_empty() {
+        return Vec::new();
+    }
+    by_family(s)
+        .into_iter()
+        .filter_map(|b| {
+            let d = b.durability.as_ref()?;
+            let verdict = b.failure.as_ref().map_or_else(|| verdict_cell(b.verdict.as_ref()), |f| format!("FAILED: {f}"));
+            Some(format!("{}: {verdict}", d.label))
+        })
+        .collect()
 }

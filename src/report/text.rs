@@ -182,6 +182,11 @@ pub fn markdown(s: &Summary) -> String {
     if !props.is_empty() {
         out.push_str(&format!("\n## The four properties\n\n{props}\n{PROPERTIES_NOTE}\n"));
     }
+    let durability = durability_text(s);
+    if !durability.is_empty() {
+        out.push_str(&format!("\n{durability}"));
+    }
+    out.push_str(&durability_markdown(s));
     out.push_str(&cost_markdown(s));
     out.push_str(&scaling_markdown(s));
     out.push_str(&shard_markdown(s));
@@ -387,6 +392,21 @@ pub fn scaling_markdown(s: &Summary) -> String {
         let _ = writeln!(out, "No knee within the counts run: {}.", none.join(", "));
     }
     out
+}
+
+/// The durability table as Markdown (empty unless the run measured several levels).
+pub fn durability_markdown(s: &Summary) -> String {
+    use super::tables::{durability_rows, DURABILITY_HEADER, DURABILITY_NOTE};
+    cells_markdown("Durability", &DURABILITY_HEADER, "|---|---|---|---|---:|---:|---|", &durability_rows(s), DURABILITY_NOTE)
+}
+
+/// Each backend's durability beside its verdict (one level), as lines; empty otherwise.
+pub fn durability_text(s: &Summary) -> String {
+    let lines = super::tables::durability_lines(s);
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("Durability (the servers' settings) and verdict:\n{}", lines.iter().map(|l| format!("- {l}\n")).collect::<String>())
 }
 
 /// The cost table as Markdown (empty when nothing measured it).

@@ -18,8 +18,11 @@ use std::time::Duration;
 use dlbench_core::Backend;
 use tokio_util::sync::CancellationToken;
 
+use std::collections::BTreeMap;
+
 use crate::checker;
 use crate::connect;
+use crate::durability::{self, Durability};
 use crate::driver::{self, FaultRunner, PhaseOutputs};
 use crate::endpoints::Endpoints;
 use crate::history::HistoryWriter;
@@ -54,10 +57,23 @@ struct Ctx<'a> {
     dir: &'a RunDir,
     /// The summary's head (no backends yet): each partial write adds the backends so far.
     head: &'a Summary,
+    /// The backends measured at the levels before this one (several `--durability` levels).
+    earlier: &'a [BackendSummary],
     target: Option<&'a Running>,
     history: Option<HistoryWriter>,
     cancel: &'a CancellationToken,
     repeat: u32,
+    /// This pass's level when the run has several (results go under `design@level`).
+    level: Option<Durability>,
+    /// Each design's durability as set (local) or found (compose, external).
+    durability: &'a BTreeMap<BackendKind, durability::Recorded>,
+}
+
+impl Ctx<'_> {
+    /// The name `kind`'s results go under in this pass.
+    fn name(&self, kind: BackendKind) -> String {
+        durability::keyed(kind.name(), self.level)
+    }
 }
 
 /// The TTL the `--properties` expiry probe gives its holder (the scenarios' TTL).
@@ -97,7 +113,7 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<Opt
     // error leaves nothing behind.
     let mut early = None;
     if !real.is_empty() && !matches!(plan.target, TargetChoice::Local) {
-        let Some(t) = interruptible(&cancel, "finding the servers", bring_up(&plan, None, &real)).await? else {
+        let Some(t) = interruptible(&cancel, "finding the servers", bring_up(&plan, None, &real, None)).await? else {
             return Ok(None);
         };
         reachable(&t.endpoints(), &real, plan.timeouts.connect).await?;
@@ -110,31 +126,12 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<Opt
     let history_path = dir.path.join("history.jsonl");
     let history = if plan.history_on() { Some(HistoryWriter::create(&history_path)?) } else { None };
 
-    let target = if real.is_empty() || early.is_some() {
-        early
-    } else {
-        let Some(t) = interruptible(&cancel, "starting servers", bring_up(&plan, Some(&dir), &real)).await? else {
-            return Ok(None);
-        };
-        Some(t)
-    };
-    let endpoints = target.as_ref().map(|t| t.endpoints()).unwrap_or_default();
-    if let Some(t) = &target {
-        ready(&plan, &dir, &mut summary, t, &real, &endpoints).await?;
-    }
     let memory = dlbench_memory::MemoryBackend::new();
-    let mut done: Done = connect_all(&plan, &endpoints, &memory).await?.into_iter().map(|(k, b)| (k, b, BackendAcc::default())).collect();
-    let ctx = Ctx { plan: &plan, dir: &dir, head: &summary, target: target.as_ref(), history: history.clone(), cancel: &cancel, repeat: plan.repeat.max(1) };
-    phases(&ctx, &mut done).await?;
-    if plan.properties {
-        properties(&ctx, &mut done).await?;
-    }
-    for d in done.iter().filter(|d| !d.2.is_empty()) {
-        summary.backends.push(backend_summary(d.0, &*d.1, &d.2));
+    if !levels(&plan, &dir, &mut summary, early, &real, &history, &cancel, &memory).await? {
+        return Ok(None);
     }
     // The load is over: the checking below is not part of the soak's memory curve.
     summary.resources = Some(sampler.finish());
-    drop(target); // stop the servers before checking, so the table is the last thing said
 
     let verdicts = match &history {
         Some(h) => {
@@ -152,6 +149,57 @@ pub async fn run(plan: RunPlan, cancel: CancellationToken) -> anyhow::Result<Opt
     }
     dir.write_json("summary.json", &summary)?;
     Ok(Some(Finished { summary, dir: dir.path.clone(), fail_on_violation: plan.fail_on_violation }))
+}
+
+/// Every backend through every phase, once per durability level when the plan has several
+/// (fresh local servers for each), else once on the plan's target. `false`: interrupted
+/// before the first servers were up, nothing to report.
+#[allow(clippy::too_many_arguments)]
+async fn levels(
+    plan: &RunPlan,
+    dir: &RunDir,
+    summary: &mut Summary,
+    mut early: Option<Running>,
+    real: &[BackendKind],
+    history: &Option<HistoryWriter>,
+    cancel: &CancellationToken,
+    memory: &dlbench_memory::MemoryBackend,
+) -> anyhow::Result<bool> {
+    let levels: Vec<Option<Durability>> = if plan.durability.len() > 1 { plan.durability.iter().map(|l| Some(*l)).collect() } else { vec![None] };
+    for (i, level) in levels.into_iter().enumerate() {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let target = if real.is_empty() || early.is_some() {
+            early.take()
+        } else {
+            if let Some(l) = level {
+                eprintln!("dlbench: durability {l}: fresh servers");
+            }
+            let Some(t) = interruptible(cancel, "starting servers", bring_up(plan, Some(dir), real, level)).await? else {
+                if i == 0 {
+                    return Ok(false);
+                }
+                break;
+            };
+            Some(t)
+        };
+        let found = durability_of(plan, target.as_ref(), level).await;
+        if let Some(t) = &target {
+            if i == 0 {
+                ready(plan, dir, summary, t, real, &found).await?;
+            } else {
+                reachable(&t.endpoints(), real, plan.timeouts.connect).await?;
+            }
+        }
+        let earlier = std::mem::take(&mut summary.backends);
+        let ctx = Ctx { plan, dir, head: &*summary, earlier: &earlier, target: target.as_ref(), history: history.clone(), cancel, repeat: plan.repeat.max(1), level, durability: &found };
+        let measured = pass(&ctx, memory).await;
+        summary.backends = earlier;
+        summary.backends.extend(measured?);
+        drop(target); // stop the servers before checking (and before the next level's)
+    }
+    Ok(true)
 }
 
 /// `step` unless the user interrupts it first (then `None`, and a line saying what was cut).
@@ -181,8 +229,26 @@ fn begin(plan: &RunPlan) -> anyhow::Result<(RunDir, Summary)> {
     Ok((dir, summary))
 }
 
+/// Each design's durability in this pass: the level's settings on the local target (the
+/// plan's one level, or this pass's), the settings found on a compose or external target's
+/// servers. Printed as the plan's durability lines.
+async fn durability_of(plan: &RunPlan, target: Option<&Running>, level: Option<Durability>) -> BTreeMap<BackendKind, durability::Recorded> {
+    let level = level.unwrap_or_else(|| plan.durability.first().copied().unwrap_or_default());
+    let mut out = BTreeMap::new();
+    for &k in plan.backends.iter().filter(|k| **k != BackendKind::Memory) {
+        let r = match target {
+            Some(t) if !matches!(t, Running::Local(_)) => t.durability_found(k, plan.timeouts.connect).await,
+            _ => durability::settings(k, level).record(),
+        };
+        eprintln!("dlbench: durability {}{}", r.label, if r.level.is_none() { " (found on the servers)" } else { "" });
+        out.insert(k, r);
+    }
+    out
+}
+
 /// The target answers, its versions are recorded, and the nemesis can inject what was asked.
-async fn ready(plan: &RunPlan, dir: &RunDir, summary: &mut Summary, t: &Running, real: &[BackendKind], endpoints: &Endpoints) -> anyhow::Result<()> {
+async fn ready(plan: &RunPlan, dir: &RunDir, summary: &mut Summary, t: &Running, real: &[BackendKind], _durability: &BTreeMap<BackendKind, durability::Recorded>) -> anyhow::Result<()> {
+    let endpoints = &t.endpoints();
     reachable(endpoints, real, plan.timeouts.connect).await?;
     summary.versions = t.versions(plan.timeouts.connect).await.map_err(anyhow::Error::msg)?;
     if !matches!(plan.target, TargetChoice::External { .. }) {
@@ -219,6 +285,18 @@ async fn connect_all(plan: &RunPlan, endpoints: &Endpoints, memory: &dlbench_mem
     Ok(backends)
 }
 
+/// One pass: connect every backend, run its phases (and `--properties`), and return the
+/// backends' summaries, named for this pass's level when the run has several.
+async fn pass(ctx: &Ctx<'_>, memory: &dlbench_memory::MemoryBackend) -> anyhow::Result<Vec<BackendSummary>> {
+    let endpoints = ctx.target.map(|t| t.endpoints()).unwrap_or_default();
+    let mut done: Done = connect_all(ctx.plan, &endpoints, memory).await?.into_iter().map(|(k, b)| (k, b, BackendAcc::default())).collect();
+    phases(ctx, &mut done).await?;
+    if ctx.plan.properties {
+        properties(ctx, &mut done).await?;
+    }
+    Ok(done.iter().filter(|d| !d.2.is_empty()).map(|d| backend_summary(ctx, d.0, &*d.1, &d.2)).collect())
+}
+
 /// Every backend through every phase. With --repeat N: every backend's phases, then again,
 /// N times (A B A B), so that slow drift of the machine spreads over every backend instead
 /// of biasing one. Each phase is folded into its backend's accumulator as it ends and then
@@ -235,7 +313,7 @@ async fn phases(ctx: &Ctx<'_>, done: &mut Done) -> anyhow::Result<()> {
                     break;
                 }
                 let Some(p) = phase(ctx, rep, kind, &backend, w).await? else { break };
-                report_phase(kind, w, &p);
+                report_phase(&ctx.name(kind), w, &p);
                 done[bi].2.add(&p, rep);
                 drop(p);
                 write_partial(ctx, done)?;
@@ -248,7 +326,8 @@ async fn phases(ctx: &Ctx<'_>, done: &mut Done) -> anyhow::Result<()> {
 /// summary.json as far as the run got.
 fn write_partial(ctx: &Ctx<'_>, done: &Done) -> anyhow::Result<()> {
     let mut partial = ctx.head.clone();
-    partial.backends.extend(done.iter().filter(|d| !d.2.is_empty()).map(|d| backend_summary(d.0, &*d.1, &d.2)));
+    partial.backends = ctx.earlier.to_vec();
+    partial.backends.extend(done.iter().filter(|d| !d.2.is_empty()).map(|d| backend_summary(ctx, d.0, &*d.1, &d.2)));
     ctx.dir.write_json("summary.json", &partial)?;
     Ok(())
 }
@@ -256,9 +335,10 @@ fn write_partial(ctx: &Ctx<'_>, done: &Done) -> anyhow::Result<()> {
 /// One phase of one backend. `None`: interrupted while a shard waited for its start.
 async fn phase(ctx: &Ctx<'_>, rep: u32, kind: BackendKind, backend: &Arc<dyn Backend>, w: &Workload) -> anyhow::Result<Option<PhaseResult>> {
     let plan = ctx.plan;
+    let name = ctx.name(kind);
     let conns = backend.connections().map(|c| format!(", connections {c}")).unwrap_or_default();
-    eprintln!("dlbench: {kind:<9} {:<10} {}{conns}", w.name, w.describe());
-    let label = format!("{kind} {}", w.name);
+    eprintln!("dlbench: {name:<9} {:<10} {}{conns}", w.name, w.describe());
+    let label = format!("{name} {}", w.name);
     let (progress, on_tick) = PhaseProgress::start(&label, w.warmup + w.duration);
     let faults = match (ctx.target, plan.nemesis.is_empty()) {
         (Some(t), false) => Some(fault_runner(t.faults(), kind, w, plan, rep, ctx.history.clone())),
@@ -266,12 +346,12 @@ async fn phase(ctx: &Ctx<'_>, rep: u32, kind: BackendKind, backend: &Arc<dyn Bac
     };
     // A sweep runs one workload at several client counts: keep their logs apart.
     let sweep = plan.phases.iter().filter(|x| x.name == w.name).count() > 1;
-    let label = if sweep { format!("{kind}-{}-c{}", w.name, w.clients) } else { format!("{kind}-{}", w.name) };
+    let label = if sweep { format!("{name}-{}-c{}", w.name, w.clients) } else { format!("{name}-{}", w.name) };
     let label = if ctx.repeat > 1 { format!("{label}-r{rep}") } else { label };
     let outputs = PhaseOutputs {
         hlog: Some((ctx.dir.path.join("hdr"), label)),
         on_tick: Some(on_tick),
-        history: ctx.history.clone().map(|h| (h, kind.name().to_string())),
+        history: ctx.history.clone().map(|h| (h, name.clone())),
         faults,
         quiet_tail: None,
         cost: Some(cost_probe(ctx.target, kind)),
@@ -282,6 +362,10 @@ async fn phase(ctx: &Ctx<'_>, rep: u32, kind: BackendKind, backend: &Arc<dyn Bac
     // of their own, so no claim left by one phase can block the next.
     let key_scope = if sweep { format!("{}-c{}", ctx.dir.id, w.clients) } else { ctx.dir.id.clone() };
     let key_scope = if ctx.repeat > 1 { format!("{key_scope}-r{rep}") } else { key_scope };
+    let key_scope = match ctx.level {
+        Some(l) => format!("{key_scope}-{l}"),
+        None => key_scope,
+    };
     let (w_run, key_scope, outputs) = match plan.shard {
         Some(s) => match shard_share(ctx, s, kind, w, outputs).await? {
             Some(share) => share,
@@ -289,7 +373,7 @@ async fn phase(ctx: &Ctx<'_>, rep: u32, kind: BackendKind, backend: &Arc<dyn Bac
         },
         None => {
             // A phase's cells are its own, as an in-process resource is.
-            let resource_server = plan.resource.clone().map(|r| (r, format!("{key_scope}:{kind}:{}", w.name)));
+            let resource_server = plan.resource.clone().map(|r| (r, format!("{key_scope}:{name}:{}", w.name)));
             (w.clone(), key_scope, PhaseOutputs { resource_server, ..outputs })
         }
     };
@@ -332,6 +416,7 @@ async fn properties(ctx: &Ctx<'_>, done: &mut Done) -> anyhow::Result<()> {
             continue;
         }
         let (kind, backend) = (done[bi].0, done[bi].1.clone());
+        let kind = ctx.name(kind);
         eprintln!("dlbench: {kind:<9} properties: expiry (holder gone, TTL {}) and reentrancy", crate::util::fmt_duration(PROPERTIES_TTL));
         let key = format!("dlbench-{}-properties-{kind}", ctx.dir.id);
         let p = tokio::select! {
@@ -347,9 +432,12 @@ async fn properties(ctx: &Ctx<'_>, done: &mut Done) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One backend's summary over its phases, each labelled with its repetition.
-fn backend_summary(kind: BackendKind, backend: &dyn Backend, acc: &BackendAcc) -> BackendSummary {
-    acc.summary(kind.name(), capabilities(backend)).with_connections(backend.connections())
+/// One backend's summary over its phases, each labelled with its repetition, with the
+/// durability it ran with.
+fn backend_summary(ctx: &Ctx<'_>, kind: BackendKind, backend: &dyn Backend, acc: &BackendAcc) -> BackendSummary {
+    let mut b = acc.summary(&ctx.name(kind), capabilities(backend)).with_connections(backend.connections());
+    b.durability = ctx.durability.get(&kind).cloned();
+    b
 }
 
 fn capabilities(b: &dyn Backend) -> Option<serde_json::Value> {
@@ -397,7 +485,7 @@ fn cost_probe(target: Option<&Running>, kind: BackendKind) -> crate::cost::CostP
     }
 }
 
-fn report_phase(kind: BackendKind, w: &Workload, p: &PhaseResult) {
+fn report_phase(kind: &str, w: &Workload, p: &PhaseResult) {
     let ws = crate::summarize::workload(p);
     eprintln!(
         "dlbench: {kind:<9} {:<10} {:.0} acq/s, p99 {}, {} errors, {} overlaps",

@@ -55,6 +55,9 @@ pub struct RunPlan {
     pub resource: Option<crate::resource_server::ResourceUrl>,
     /// `--properties`: after its phases, measure each backend's expiry and reentrancy.
     pub properties: bool,
+    /// `--durability`: the servers' durability levels, each once; several run every backend
+    /// at each level on fresh local servers (the durability table).
+    pub durability: Vec<crate::durability::Durability>,
 }
 
 /// Where the servers are.
@@ -110,6 +113,25 @@ impl RunPlan {
         if let Some(r) = &self.resource {
             self.validate_resource(r)?;
         }
+        self.validate_durability()
+    }
+
+    /// Only the local target sets durability; a compose or external target records what its
+    /// servers run with, so any level but `default` is refused there.
+    fn validate_durability(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.durability.is_empty(), "--durability names no level (default, strict, relaxed)");
+        let set: Vec<&str> = self.durability.iter().filter(|l| !l.is_default() || self.durability.len() > 1).map(|l| l.name()).collect();
+        anyhow::ensure!(
+            set.is_empty() || matches!(self.target, TargetChoice::Local),
+            "--durability {}: a {} target's servers are not dlbench's to configure; it records the settings it finds (drop --durability, or use --target local)",
+            set.join(","),
+            self.target.name()
+        );
+        anyhow::ensure!(
+            self.durability.len() == 1 || !self.backends.contains(&BackendKind::Memory),
+            "--durability {}: the memory backend has no servers to set it on; drop memory from --backends",
+            self.durability.iter().map(|l| l.name()).collect::<Vec<_>>().join(",")
+        );
         Ok(())
     }
 
@@ -215,6 +237,7 @@ impl RunPlan {
             clock_shim: has(FaultKind::Clock),
             redis_replica: has(FaultKind::Failover),
             power_loss: has(FaultKind::PowerLoss),
+            durability: self.durability.first().copied().unwrap_or_default(),
             password: None,
             connect_timeout: Some(self.timeouts.connect),
         }

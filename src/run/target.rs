@@ -47,6 +47,17 @@ impl Running {
         }
     }
 
+    /// The durability settings design `kind`'s servers run with, read back from them
+    /// (compose, external); the local target's are the level's (`durability::settings`).
+    pub(super) async fn durability_found(&self, kind: BackendKind, within: Duration) -> crate::durability::Recorded {
+        use crate::cluster::found::durability;
+        match self {
+            Running::Local(t) => durability(kind, &t.direct_endpoints(), t.password(), within).await,
+            Running::Compose(t) => durability(kind, t.endpoints(), None, within).await,
+            Running::External(t) => durability(kind, t.endpoints(), t.password(kind), within).await,
+        }
+    }
+
     pub(super) async fn versions(&self, within: Duration) -> Result<std::collections::BTreeMap<String, String>, String> {
         match self {
             Running::Local(t) => Ok(t.versions().await),
@@ -59,12 +70,15 @@ impl Running {
 /// Bring the plan's target up (or find it), for the real backends in `real`.
 /// The local target needs the run directory (its servers' data live there); the others are
 /// found, and their files and credentials checked, before any directory is created.
-pub(super) async fn bring_up(plan: &RunPlan, dir: Option<&RunDir>, real: &[BackendKind]) -> anyhow::Result<Running> {
+/// `level`: this pass's durability when the run has several (else the plan's one level).
+pub(super) async fn bring_up(plan: &RunPlan, dir: Option<&RunDir>, real: &[BackendKind], level: Option<crate::durability::Durability>) -> anyhow::Result<Running> {
     Ok(match &plan.target {
         TargetChoice::Local => {
             let dir = dir.ok_or_else(|| anyhow::anyhow!("the local target needs its run directory"))?;
             eprintln!("dlbench: starting local servers for {}", names(real));
-            Running::Local(Arc::new(LocalTarget::start(&dir.path, real, plan.target_options()).await?))
+            let mut options = plan.target_options();
+            options.durability = level.unwrap_or(options.durability);
+            Running::Local(Arc::new(LocalTarget::start(&dir.path, real, options).await?))
         }
         TargetChoice::Compose { project } => {
             let t = ComposeTarget::discover(project, real, plan.timeouts.connect).await?;

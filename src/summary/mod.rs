@@ -303,6 +303,11 @@ pub struct BackendSummary {
     /// Expiry and reentrancy, measured after the phases by `run --properties`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub properties: Option<Properties>,
+    /// The servers' durability settings it ran with (`run --durability`), or found on a
+    /// compose or external target. When a run has several levels, each backend appears once
+    /// per level, named `design@level` (`redis@strict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<crate::durability::Recorded>,
 }
 
 /// Two of the four properties a lock is judged by, measured on the servers by
@@ -538,6 +543,7 @@ impl BackendSummary {
             workloads: Vec::new(),
             failure: None,
             properties: None,
+            durability: None,
         }
     }
 

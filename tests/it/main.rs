@@ -23,6 +23,7 @@ mod cli;
 mod compose;
 mod connections;
 mod driver;
+mod durability;
 mod expiry;
 mod external;
 mod faults;

@@ -225,6 +225,7 @@ async fn mariadb_over_mutual_tls() {
         &dir.join("logs"),
         port,
         None,
+        &[],
     )
     .expect("prepare mariadb");
     let spec = plan

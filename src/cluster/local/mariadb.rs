@@ -53,7 +53,8 @@ fn run(cmd: &mut Command, what: &str, stdin: Option<&str>) -> Result<(), String>
 }
 
 /// Initialize the data directory (synchronously) and return the server's spec.
-pub fn prepare(install_db: &Path, mariadbd: &Path, dir: &Path, logs: &Path, port: u16, password: Option<&str>) -> Result<NodePlan, String> {
+/// `durability`: (variable, value) pairs, each a `--variable=value` (none: the defaults).
+pub fn prepare(install_db: &Path, mariadbd: &Path, dir: &Path, logs: &Path, port: u16, password: Option<&str>, durability: &[(&str, &str)]) -> Result<NodePlan, String> {
     let home = dir.join("mariadb-1");
     let data = home.join("data");
     std::fs::create_dir_all(&home).map_err(|e| format!("create {}: {e}", home.display()))?;
@@ -86,6 +87,9 @@ pub fn prepare(install_db: &Path, mariadbd: &Path, dir: &Path, logs: &Path, port
         "--skip-name-resolve".into(),
         "--max-connections=300".into(),
     ]);
+    for (k, v) in durability {
+        spec = spec.arg(format!("--{k}={v}"));
+    }
     if root {
         spec = spec.arg("--user=root");
     }
@@ -128,4 +132,20 @@ pub async fn healthy(endpoints: &[String], within: Duration) -> Result<(), Strin
 
 pub async fn version(ep: &str, within: Duration) -> Result<String, String> {
     greeting(ep, within).await
+}
+
+/// One global variable as the server reports it (`SELECT @@GLOBAL.name`), logged in as `user`.
+pub async fn variable(ep: &str, user: &str, password: Option<&str>, name: &str, within: Duration) -> Result<String, String> {
+    use sqlx::ConnectOptions;
+    let (host, port) = ep.rsplit_once(':').unwrap_or((ep, "3306"));
+    let mut o = sqlx::mysql::MySqlConnectOptions::new().host(host).port(port.parse().unwrap_or(3306)).username(user);
+    if let Some(pw) = password {
+        o = o.password(pw);
+    }
+    let fut = async {
+        let mut c = o.connect().await.map_err(|e| e.to_string())?;
+        let v: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT CAST(@@GLOBAL.{name} AS CHAR)"))).fetch_one(&mut c).await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(v)
+    };
+    tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer"))?
 }

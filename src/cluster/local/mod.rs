@@ -63,6 +63,10 @@ pub struct TargetOptions {
     /// Put each node's data directory on the power-loss layer (`power-loss`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub power_loss: bool,
+    /// The servers' durability settings (`run --durability`); `default` is what the local
+    /// target always ran with.
+    #[serde(skip_serializing_if = "crate::durability::Durability::is_default")]
+    pub durability: crate::durability::Durability,
     /// Require this password: Redis (`requirepass`), PostgreSQL's `postgres` user, etcd's
     /// `root` user with auth on. Never written to results.
     #[serde(skip)]

@@ -54,7 +54,7 @@ fn zk_settings<'a>(lines: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
 fn zookeeper_in_compose_runs_the_local_config_and_jvm() {
     let dir = Scratch::new("zk");
     let ports: Vec<zookeeper::ZkPorts> = (0..3).map(|i| zookeeper::ZkPorts { client: 2181 + i, quorum: 2888 + i, election: 3888 + i, fronts: None }).collect();
-    let plans = zookeeper::specs(Path::new("/usr/bin/java"), "zk.jar", dir.path(), dir.path(), &ports).unwrap();
+    let plans = zookeeper::specs(Path::new("/usr/bin/java"), "zk.jar", dir.path(), dir.path(), &ports, &[]).unwrap();
     let cfg = std::fs::read_to_string(dir.path().join("zookeeper-1/zoo.cfg")).unwrap();
     let heredoc = ZK_ENTRYPOINT.split("<<CFG").nth(1).and_then(|s| s.split("\nCFG").next()).expect("the entrypoint's config heredoc");
     assert_eq!(zk_settings(cfg.lines()), zk_settings(heredoc.lines()), "ZooKeeper settings differ between local (left) and docker/zookeeper/entrypoint.sh (right)");
@@ -66,8 +66,9 @@ fn zookeeper_in_compose_runs_the_local_config_and_jvm() {
 
 #[test]
 fn redis_in_compose_has_the_local_persistence() {
+    let default_redis = crate::durability::settings(crate::kind::BackendKind::Redis, crate::durability::Durability::Default).options;
     let dir = Scratch::new("redis");
-    let plan = redis::spec(Path::new("/usr/bin/redis-server"), dir.path(), dir.path(), "redis-1", 6379, None, None, None).unwrap();
+    let plan = redis::spec(Path::new("/usr/bin/redis-server"), dir.path(), dir.path(), "redis-1", 6379, None, None, None, &default_redis).unwrap();
     let local = args(&plan);
     let entry = REDIS_DOCKERFILE.lines().find(|l| l.starts_with("ENTRYPOINT")).expect("docker/redis/Dockerfile's ENTRYPOINT");
     let compose: Vec<String> = serde_json::from_str(entry.trim_start_matches("ENTRYPOINT").trim()).expect("ENTRYPOINT in exec form");

@@ -39,6 +39,11 @@ pub(super) struct Layout<'a> {
     pub shim: Option<&'a Path>,
 }
 
+/// `kind`'s server settings at the plan's durability level.
+fn durability(options: &TargetOptions, kind: BackendKind) -> Vec<(&'static str, &'static str)> {
+    crate::durability::settings(kind, options.durability).options
+}
+
 fn io(e: std::io::Error) -> TargetError {
     TargetError::Setup(e.to_string())
 }
@@ -113,7 +118,7 @@ impl Layout<'_> {
                 fronts: self.options.proxies.then_some((p[5 * i + 3], p[5 * i + 4])),
             })
             .collect();
-        let plans = zookeeper::specs(self.bins.java.as_ref().unwrap(), self.bins.zookeeper_classpath.as_ref().unwrap(), self.rt, self.dir, &ports)
+        let plans = zookeeper::specs(self.bins.java.as_ref().unwrap(), self.bins.zookeeper_classpath.as_ref().unwrap(), self.rt, self.dir, &ports, &durability(self.options, BackendKind::Zookeeper))
             .map_err(io)?;
         Ok(plans
             .into_iter()
@@ -129,12 +134,13 @@ impl Layout<'_> {
         let p = claim(ports, 2)?;
         let bin = self.bins.redis_server.as_ref().unwrap();
         let pw = self.options.password.as_deref();
-        let mut nodes = vec![Planned::node(BackendKind::Redis, redis::spec(bin, self.rt, self.dir, "redis-1", p[0], None, None, pw).map_err(io)?)];
+        let d = durability(self.options, BackendKind::Redis);
+        let mut nodes = vec![Planned::node(BackendKind::Redis, redis::spec(bin, self.rt, self.dir, "redis-1", p[0], None, None, pw, &d).map_err(io)?)];
         if self.options.redis_replica {
             // Replicates through the primary's client proxy when there is one,
             // so a partition can cut replication.
             let primary = format!("127.0.0.1:{}", p[0]);
-            let plan = redis::spec(bin, self.rt, self.dir, "redis-2", p[1], Some(&primary), None, pw).map_err(io)?;
+            let plan = redis::spec(bin, self.rt, self.dir, "redis-2", p[1], Some(&primary), None, pw, &d).map_err(io)?;
             nodes.push(Planned { backend: BackendKind::Redis, plan, replica: true, peers: vec![] });
         }
         Ok(nodes)
@@ -143,9 +149,10 @@ impl Layout<'_> {
     fn redlock(&self, ports: &mut PortClaims) -> Result<Vec<Planned>, TargetError> {
         let p = claim(ports, 5)?;
         let mut nodes = Vec::new();
+        let d = durability(self.options, BackendKind::Redlock);
         for (i, port) in p.iter().enumerate() {
             let name = format!("redlock-{}", i + 1);
-            let plan = redis::spec(self.bins.redis_server.as_ref().unwrap(), self.rt, self.dir, &name, *port, None, self.shim, self.options.password.as_deref())
+            let plan = redis::spec(self.bins.redis_server.as_ref().unwrap(), self.rt, self.dir, &name, *port, None, self.shim, self.options.password.as_deref(), &d)
                 .map_err(io)?;
             nodes.push(Planned::node(BackendKind::Redlock, plan));
         }
@@ -156,7 +163,8 @@ impl Layout<'_> {
         let p = claim(ports, 1)?;
         let (initdb, pg, d, logs) = (self.bins.initdb.clone().unwrap(), self.bins.postgres.clone().unwrap(), self.rt.to_path_buf(), self.dir.to_path_buf());
         let pw = self.options.password.clone();
-        let plan = tokio::task::spawn_blocking(move || postgres::prepare(&initdb, &pg, &d, &logs, p[0], pw.as_deref()))
+        let dur = durability(self.options, BackendKind::Postgres);
+        let plan = tokio::task::spawn_blocking(move || postgres::prepare(&initdb, &pg, &d, &logs, p[0], pw.as_deref(), &dur))
             .await
             .map_err(|e| TargetError::Setup(e.to_string()))?
             .map_err(TargetError::Setup)?;
@@ -168,7 +176,8 @@ impl Layout<'_> {
         let (install, server, d, logs) =
             (self.bins.mariadb_install_db.clone().unwrap(), self.bins.mariadbd.clone().unwrap(), self.rt.to_path_buf(), self.dir.to_path_buf());
         let pw = self.options.password.clone();
-        let plan = tokio::task::spawn_blocking(move || mariadb::prepare(&install, &server, &d, &logs, p[0], pw.as_deref()))
+        let dur = durability(self.options, BackendKind::Mariadb);
+        let plan = tokio::task::spawn_blocking(move || mariadb::prepare(&install, &server, &d, &logs, p[0], pw.as_deref(), &dur))
             .await
             .map_err(|e| TargetError::Setup(e.to_string()))?
             .map_err(TargetError::Setup)?;

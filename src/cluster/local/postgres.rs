@@ -38,7 +38,8 @@ fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 
 /// Run initdb (synchronously) and return the server's spec. With a password, the
 /// `postgres` user needs it (SCRAM); without, loopback connections are trusted.
-pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, logs: &Path, port: u16, password: Option<&str>) -> Result<NodePlan, String> {
+/// `durability`: (setting, value) pairs, each a `-c setting=value` (none: the server's defaults).
+pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, logs: &Path, port: u16, password: Option<&str>, durability: &[(&str, &str)]) -> Result<NodePlan, String> {
     let home = dir.join("postgres-1");
     let data = home.join("data");
     std::fs::create_dir_all(&home).map_err(|e| format!("create {}: {e}", home.display()))?;
@@ -91,6 +92,9 @@ pub fn prepare(initdb: &Path, postgres: &Path, dir: &Path, logs: &Path, port: u1
         "-c".into(),
         "logging_collector=off".into(),
     ]);
+    for (k, v) in durability {
+        spec = spec.args(["-c".to_string(), format!("{k}={v}")]);
+    }
     spec.user = user;
     // SIGINT is PostgreSQL's "fast" shutdown: abort transactions, stop at once.
     spec.stop_signal = libc::SIGINT;
@@ -129,6 +133,17 @@ pub async fn version(ep: &str, password: Option<&str>, within: Duration) -> Resu
     let fut = async {
         let mut c = options(ep, password).connect().await.map_err(|e| e.to_string())?;
         sqlx::query_scalar::<_, String>("SHOW server_version").fetch_one(&mut c).await.map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer"))?
+}
+
+/// One setting as the server reports it (`SHOW name`): what a compose or external server
+/// runs with, and the check that the local target's durability took effect.
+pub async fn show(ep: &str, password: Option<&str>, name: &str, within: Duration) -> Result<String, String> {
+    use sqlx::ConnectOptions;
+    let fut = async {
+        let mut c = options(ep, password).connect().await.map_err(|e| e.to_string())?;
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!("SHOW {name}"))).fetch_one(&mut c).await.map_err(|e| e.to_string())
     };
     tokio::time::timeout(within, fut).await.map_err(|_| format!("{ep}: no answer"))?
 }

@@ -8,8 +8,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::process::Spec;
 use super::NodePlan;
 
-/// No persistence: these are lock servers, and a restart that loses keys is exactly the
-/// Redlock hazard scenario S4 is about.
+/// Persistence as `durability` sets it (`crate::durability::settings`): by default none,
+/// as these are lock servers and a restart that loses keys is exactly the Redlock hazard
+/// scenario S4 is about; `appendonly yes` with `appendfsync always` or `everysec` at the
+/// strict and relaxed levels. `durability`: (option, value) pairs.
 /// `replica_of`: the primary's address, for a replica. `shim`: run under the clock shim.
 /// `password`: require it (written to a private config file, never on the command line).
 /// Data and the config file go under `dir` (the runtime directory, removed at stop), the
@@ -24,6 +26,7 @@ pub fn spec(
     replica_of: Option<&str>,
     shim: Option<&Path>,
     password: Option<&str>,
+    durability: &[(&str, &str)],
 ) -> std::io::Result<NodePlan> {
     let home = dir.join(name);
     let data = home.join("data");
@@ -40,11 +43,12 @@ pub fn spec(
         port.to_string(),
         "--bind".into(),
         "127.0.0.1".into(),
-        "--save".into(),
-        "".into(),
-        "--appendonly".into(),
-        "no".into(),
-        "--dir".into(),
+    ]);
+    for (k, v) in durability {
+        spec = spec.args([format!("--{k}"), v.to_string()]);
+    }
+    let mut spec = spec.args([
+        "--dir".to_string(),
         data.display().to_string(),
         "--daemonize".into(),
         "no".into(),
@@ -132,4 +136,15 @@ pub async fn version(ep: &str, password: Option<&str>, within: Duration) -> Resu
         .find_map(|l| l.strip_prefix("redis_version:"))
         .map(|v| v.trim().to_string())
         .ok_or_else(|| format!("{ep}: no redis_version in INFO"))
+}
+
+/// One configuration parameter's value (`CONFIG GET name`; the reply is the array
+/// `[name, value]`).
+pub async fn config_get(ep: &str, name: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
+    let r = command_auth(ep, &format!("CONFIG GET {name}"), password, within).await?;
+    if r.starts_with('-') {
+        return Err(format!("{ep}: CONFIG GET {name}: {}", r.trim()));
+    }
+    // *2 $len name $len value: the value is the fifth line.
+    r.split("\r\n").nth(4).map(str::to_string).ok_or_else(|| format!("{ep}: CONFIG GET {name}: no value in {:?}", r.trim()))
 }

@@ -21,7 +21,8 @@ pub struct ZkPorts {
 /// short-TTL workloads need; maxSessionTimeout is raised so long-hold workloads fit.
 /// Each member's own config names its real ports for itself and the proxies for the others,
 /// so every member-to-member connection goes through the proxy of its destination.
-fn config(data: &Path, me: usize, all: &[ZkPorts]) -> String {
+/// `durability`: (setting, value) lines added as they are (`forceSync`).
+fn config(data: &Path, me: usize, all: &[ZkPorts], durability: &[(&str, &str)]) -> String {
     let mine = &all[me];
     let mut cfg = format!(
         "tickTime=500\ninitLimit=20\nsyncLimit=10\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
@@ -30,6 +31,9 @@ fn config(data: &Path, me: usize, all: &[ZkPorts]) -> String {
         data.display(),
         mine.client
     );
+    for (k, v) in durability {
+        cfg.push_str(&format!("{k}={v}\n"));
+    }
     for (i, p) in all.iter().enumerate() {
         let (q, e) = if i == me { (p.quorum, p.election) } else { p.fronts.unwrap_or((p.quorum, p.election)) };
         cfg.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1));
@@ -38,7 +42,7 @@ fn config(data: &Path, me: usize, all: &[ZkPorts]) -> String {
 }
 
 /// Data and configuration go under `dir` (the runtime directory), logs under `logs`.
-pub fn specs(java: &Path, classpath: &str, dir: &Path, logs: &Path, ports: &[ZkPorts]) -> std::io::Result<Vec<NodePlan>> {
+pub fn specs(java: &Path, classpath: &str, dir: &Path, logs: &Path, ports: &[ZkPorts], durability: &[(&str, &str)]) -> std::io::Result<Vec<NodePlan>> {
     let mut out = Vec::new();
     for (i, p) in ports.iter().enumerate() {
         let name = format!("zookeeper-{}", i + 1);
@@ -47,7 +51,7 @@ pub fn specs(java: &Path, classpath: &str, dir: &Path, logs: &Path, ports: &[ZkP
         std::fs::create_dir_all(&data)?;
         std::fs::write(data.join("myid"), format!("{}\n", i + 1))?;
         let cfg_path = home.join("zoo.cfg");
-        std::fs::write(&cfg_path, config(&data, i, ports))?;
+        std::fs::write(&cfg_path, config(&data, i, ports, durability))?;
         let log_dir = logs.join(&name);
         let spec = Spec::new(&name, java, log_dir.join("log")).args([
             "-Xmx256m".to_string(),
