@@ -220,6 +220,10 @@ pub(crate) struct ScenarioArgs {
     /// U3: how many locks to hold and keep alive at once (1 to 100000).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 1000, help_heading = "Workload")]
     pub(crate) locks: u32,
+    /// The servers' durability (as `run --durability`, one level): P1 judges each backend
+    /// against its setting's published expectation.
+    #[arg(long, value_enum, default_value_t = crate::durability::Durability::Default, help_heading = "Target")]
+    pub(crate) durability: crate::durability::Durability,
     /// Results root; each run writes DIR/<run-id>/.
     #[arg(long, default_value = "results", help_heading = "Output")]
     pub(crate) out: PathBuf,

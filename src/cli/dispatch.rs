@@ -82,6 +82,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 backends: a.backends,
                 out: a.out,
                 sizes: crate::scenario::users::Sizes { waiters: a.waiters, locks: a.locks as usize },
+                durability: a.durability,
             };
             Ok(crate::scenario::command::command(args, cancel).await?.map_or(130, |(summary, dir)| output::scenarios(&summary, &dir)))
         }

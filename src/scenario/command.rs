@@ -24,6 +24,7 @@ pub struct ScenarioArgs {
     pub backends: String,
     pub out: PathBuf,
     pub sizes: super::users::Sizes,
+    pub durability: crate::durability::Durability,
 }
 
 /// Expand `S1,S3` or `all` and the backend list into (entry, backend) pairs that apply, and
@@ -86,7 +87,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     }
     eprintln!("dlbench: starting local servers for {}", names(&kinds));
     let target = tokio::select! {
-        t = LocalTarget::start(&dir.path, &kinds, target_options(&ids)) => Arc::new(t?),
+        t = LocalTarget::start(&dir.path, &kinds, target_options(&ids, a.durability)) => Arc::new(t?),
         _ = cancel.cancelled() => return Ok(None),
     };
     summary.versions = target.versions().await;
@@ -98,7 +99,7 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
             break;
         }
         eprintln!("dlbench: {id} on {kind}: {}", find(id).unwrap().title);
-        let r = run_entry(&target, *kind, id, &history, &dir.id, &groups, &a.sizes, &cancel).await;
+        let r = run_entry(&target, *kind, id, &history, &dir.id, &groups, &a.sizes, a.durability, &cancel).await;
         let healed = target.wait_healthy(*kind).await.is_ok() && target.net().is_none_or(|n| n.is_healed());
         match r {
             Ok(mut r) => {

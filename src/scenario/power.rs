@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use dlbench_core::Lease;
 
 use super::scripts::{opts, Ctx, Observed, Stage};
+use crate::durability::Durability;
 use crate::judgement::{Expect, PowerSeen};
 use crate::kind::BackendKind;
 
@@ -50,42 +51,76 @@ const SESSION: Expected = Expected {
 };
 const SYNCED: &str = "synced before the grant is acknowledged: the grant survives a power loss";
 
-/// What `kind` is expected to do at the local target's default settings.
-pub fn expectation(kind: BackendKind) -> Expected {
+/// What `kind` is expected to do at durability `level` (`crate::durability` sets the servers).
+pub fn expectation(kind: BackendKind, level: Durability) -> Expected {
+    use BackendKind as K;
+    let relaxed = level == Durability::Relaxed;
     match kind {
-        BackendKind::Redis | BackendKind::Redisson | BackendKind::Redlock => REDIS_NONE,
-        BackendKind::PgAdvisory | BackendKind::PgAdvisoryXact | BackendKind::MariadbGetLock => SESSION,
-        BackendKind::Postgres => Expected {
+        K::Redis | K::Redisson | K::Redlock => match level {
+            Durability::Default => REDIS_NONE,
+            Durability::Strict => Expected {
+                expect: Expect::LockHeld,
+                setting: "appendonly yes, appendfsync always",
+                source: "Redis docs, persistence (AOF, appendfsync always)",
+                finding: "every write is fsynced before it is acknowledged: nothing acknowledged is lost",
+            },
+            Durability::Relaxed => Expected {
+                expect: Expect::MayLoseLock,
+                setting: "appendonly yes, appendfsync everysec",
+                source: "Redis docs, persistence (AOF, appendfsync everysec)",
+                finding: "fsync every second: a crash can lose the last second of writes",
+            },
+        },
+        K::PgAdvisory | K::PgAdvisoryXact | K::MariadbGetLock => SESSION,
+        K::Postgres if relaxed => Expected {
+            expect: Expect::MayLoseLock,
+            setting: "synchronous_commit = off",
+            source: "PostgreSQL docs, asynchronous commit (wal_writer_delay)",
+            finding: "a crash can lose the commits of the last few hundred milliseconds (up to three times wal_writer_delay, 200 ms)",
+        },
+        K::Postgres => Expected {
             expect: Expect::LockHeld,
             setting: "synchronous_commit = on",
             source: "PostgreSQL docs, WAL reliability and synchronous_commit",
             finding: SYNCED,
         },
-        BackendKind::Mariadb => Expected {
+        K::Mariadb if relaxed => Expected {
+            expect: Expect::MayLoseLock,
+            setting: "innodb_flush_log_at_trx_commit = 2",
+            source: "MariaDB docs, innodb_flush_log_at_trx_commit",
+            finding: "the log is written at each commit and flushed about once a second: up to a second of commits can be lost",
+        },
+        K::Mariadb => Expected {
             expect: Expect::LockHeld,
             setting: "innodb_flush_log_at_trx_commit = 1",
             source: "MariaDB docs, innodb_flush_log_at_trx_commit",
             finding: SYNCED,
         },
-        BackendKind::Zookeeper => Expected {
+        K::Zookeeper if relaxed => Expected {
+            expect: Expect::LockLost,
+            setting: "forceSync = no",
+            source: "ZooKeeper administrator's guide, forceSync",
+            finding: "without forceSync the transaction log is not synced: everything since the last flush is lost",
+        },
+        K::Zookeeper => Expected {
             expect: Expect::LockHeld,
             setting: "forceSync = yes",
             source: "ZooKeeper administrator's guide, forceSync",
             finding: "the transaction log is fsynced before a write is acknowledged",
         },
-        BackendKind::Etcd | BackendKind::EtcdV3lock => Expected {
+        K::Etcd | K::EtcdV3lock => Expected {
             expect: Expect::LockHeld,
             setting: "WAL fsync on every commit (3.4 has no setting to skip it)",
             source: "etcd docs, persistent storage and the WAL; --unsafe-no-fsync only from 3.5",
             finding: SYNCED,
         },
-        BackendKind::Nats => Expected {
+        K::Nats => Expected {
             expect: Expect::LockLost,
             setting: "sync_interval default (2 min)",
             source: "Jepsen, NATS 2.12.1 (December 2025)",
             finding: JEPSEN_NATS,
         },
-        BackendKind::Memory => Expected { expect: Expect::LockLost, setting: "in memory", source: "", finding: "" },
+        K::Memory => Expected { expect: Expect::LockLost, setting: "in memory", source: "", finding: "" },
     }
 }
 
@@ -141,8 +176,18 @@ async fn next_asks(st: &Stage<'_>, holder: &Lease, seen: &mut PowerSeen, restart
         seen.answer = format!("not asked: the restart outlasted the holder's lease ({TTL:?})");
         return Ok(());
     }
-    let (_, b) = st.ctx.dedicated().await?;
-    let next = st.actor(1, "next", &b).await?;
+    // Servers that did not come back answer nothing: said, not an error of the entry.
+    let next = match st.ctx.dedicated().await {
+        Ok((_, b)) => st.actor(1, "next", &b).await.map_err(anyhow::Error::from),
+        Err(e) => Err(e),
+    };
+    let next = match next {
+        Ok(n) => n,
+        Err(e) => {
+            seen.answer = format!("the next client could not connect: {e:#}");
+            return Ok(());
+        }
+    };
     let mut last = String::new();
     let mut lease = None;
     while Instant::now() < end {

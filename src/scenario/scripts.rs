@@ -35,6 +35,8 @@ pub struct Observed {
     pub phase: String,
     /// P1 / J2: the power loss under a holder.
     pub power: Option<crate::judgement::PowerSeen>,
+    /// P1 / J2: what the backend's setting is expected to do.
+    pub power_expected: Option<super::power::Expected>,
 }
 
 impl Observed {
@@ -50,6 +52,7 @@ impl Observed {
             phase: String::new(),
             nemesis,
             power: None,
+            power_expected: None,
         }
     }
 }
@@ -193,6 +196,7 @@ impl<'a> Stage<'a> {
             nemesis: self.events.into_inner().unwrap(),
             phase: crate::history::phase_id(self.ctx.kind.name(), &self.key),
             power: None,
+            power_expected: None,
         }
     }
 }

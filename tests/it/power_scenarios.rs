@@ -67,3 +67,28 @@ fn jepsens_nats_finding_beside_what_the_server_run_here_does() {
     assert!(observed.starts_with("LOST") || observed.starts_with("held"), "a verdict, not no effect: {o}");
     assert_eq!(code, Some(if o["ok"] == true { 0 } else { 1 }), "{stdout}");
 }
+
+/// The same script at the two other levels: `appendfsync always` keeps the grant (the next
+/// client is refused); `everysec` races its once-a-second fsync, so either outcome meets
+/// the expectation and the row says which one happened.
+#[test]
+fn redis_strict_keeps_the_lock_and_relaxed_says_which_way_its_flush_race_went() {
+    let _g = common::heavy();
+    let (code, s, stdout) = scenario("p1-redis-strict", &["P1", "--backends", "redis", "--durability", "strict"]);
+    let o = rows(&s, "P1")[0];
+    evidence(o);
+    assert_eq!(o["expected"], "lock-held", "{o}");
+    assert!(o["observed"].as_str().unwrap().starts_with("held"), "{o}");
+    assert_eq!(o["overlaps"], 0, "{o}");
+    assert!(o["case"].as_str().unwrap().starts_with("strict: appendonly yes, appendfsync always"), "{o}");
+    assert_eq!(code, Some(0), "{stdout}");
+    let (code, s, stdout) = scenario("p1-redis-relaxed", &["P1", "--backends", "redis", "--durability", "relaxed"]);
+    let o = rows(&s, "P1")[0];
+    evidence(o);
+    assert_eq!(o["expected"], "may-lose-lock", "{o}");
+    let observed = o["observed"].as_str().unwrap();
+    assert!(observed.starts_with("LOST") || observed.starts_with("held"), "{o}");
+    assert!(observed.contains("either outcome was possible"), "{o}");
+    assert!(o["case"].as_str().unwrap().contains("appendfsync everysec"), "{o}");
+    assert_eq!(code, Some(0), "{stdout}");
+}
