@@ -35,7 +35,7 @@ mod scenario;
 mod verdict;
 pub use availability::Availability;
 pub use evidence::{briefs, CheckBrief, Measured, SafetyCounts};
-pub use scenario::{meets, Expect, PowerSeen, Seen};
+pub use scenario::{meets, Expect, Expected, PowerSeen, Seen};
 pub use verdict::{verdict, Verdict};
 
 /// Below this exposure (fraction of wall time some holder was inside, mean over keys) the

@@ -5,6 +5,16 @@ use serde::{Deserialize, Serialize};
 
 use super::{percent, Availability, FENCING_BROKEN, WEAK_EXPOSURE};
 
+/// A published expectation (`crate::scenario::power` holds them) for one backend under one durability setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    pub expect: Expect,
+    /// The server setting it depends on, as the case names it.
+    pub setting: &'static str,
+    pub source: &'static str,
+    pub finding: &'static str,
+}
+
 /// What an entry expects on one side of fencing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]

@@ -227,12 +227,38 @@ pub async fn run_entry(
         phases.push(p);
         observed.push((case.to_string(), o));
     };
+    match scripted(&ctx, target, id, durability).await? {
+        Some(list) => list.into_iter().for_each(|(case, name, o)| push(&case, &name, o)),
+        None => match id {
+            "S8" | "S9" | "S10" => {
+                let fault = match id {
+                    "S8" => "kill:leader",
+                    "S9" => "pause:follower",
+                    _ => "kill",
+                };
+                let (p, o) = with_nemesis(&ctx, id, fault, cancel).await?;
+                phases.push(p);
+                observed.push((String::new(), o));
+            }
+            "U1" | "U2" | "U3" | "U4" | "U5" | "U6" | "U7" => hits = users::run(&ctx, id, sizes).await?,
+            other => anyhow::bail!("no scenario {other}"),
+        },
+    }
+    heal(target, kind, id, &mut observed).await?;
+    Ok(EntryResult { capabilities: ctx.backend.capabilities(), phases, observed, hits })
+}
+
+/// The choreographed entries (S1-S7, J1, P1, J2): each case's name, history segment name and
+/// observation; `None` for an entry that is not choreographed.
+async fn scripted(ctx: &Ctx, target: &Arc<LocalTarget>, id: &str, durability: crate::durability::Durability) -> anyhow::Result<Option<Vec<(String, String, Observed)>>> {
+    let kind = ctx.kind;
+    let mut out: Vec<(String, String, Observed)> = Vec::new();
     match id {
         "S1" | "S6" => {
             let stall = if id == "S1" { Stall::Pause } else { Stall::Partition };
             for (case, timing, _, _) in stall_cases(id, kind) {
                 let name = if case.is_empty() { id.to_string() } else { format!("{id}-{}", case.replace([' ', ','], "-").replace("--", "-")) };
-                push(case, &name, scripts::stalled_holder(&ctx, &name, stall, scripts::TTL, timing).await?);
+                out.push((case.to_string(), name.clone(), scripts::stalled_holder(ctx, &name, stall, scripts::TTL, timing).await?));
             }
         }
         "J1" => {
@@ -240,39 +266,32 @@ pub async fn run_entry(
             let ttl = Duration::from_secs(2);
             for (case, stall) in [("process pause", Stall::Pause), ("partition", Stall::Partition)] {
                 let name = format!("J1-{}", case.replace(' ', "-"));
-                push(case, &name, scripts::stalled_holder(&ctx, &name, stall, ttl, scripts::Timing::default()).await?);
+                out.push((case.to_string(), name.clone(), scripts::stalled_holder(ctx, &name, stall, ttl, scripts::Timing::default()).await?));
             }
         }
-        "S2" => push("", id, scripts::delayed_write(&ctx, id).await?),
-        "S3" => push("", id, scripts::redlock_forget(&ctx, id, Forget::ClockJump).await?),
+        "S2" => out.push((String::new(), id.to_string(), scripts::delayed_write(ctx, id).await?)),
+        "S3" => out.push((String::new(), id.to_string(), scripts::redlock_forget(ctx, id, Forget::ClockJump).await?)),
         "S4" => {
             for (case, how) in [("restart at once", Forget::RestartNow), ("restart after a TTL", Forget::RestartAfterTtl)] {
                 let name = format!("S4-{}", case.replace(' ', "-"));
-                push(case, &name, scripts::redlock_forget(&ctx, &name, how).await?);
+                out.push((case.to_string(), name.clone(), scripts::redlock_forget(ctx, &name, how).await?));
             }
         }
-        "S5" => push("", id, scripts::failover(&ctx, id).await?),
-        "S7" => push("", id, scripts::expired_waiter(&ctx, id).await?),
+        "S5" => out.push((String::new(), id.to_string(), scripts::failover(ctx, id).await?)),
+        "S7" => out.push((String::new(), id.to_string(), scripts::expired_waiter(ctx, id).await?)),
         "P1" | "J2" => {
             let case = power_case(id, kind, durability, target).await;
-            let mut o = power::under_holder(&ctx, id).await?;
+            let mut o = power::under_holder(ctx, id).await?;
             o.power_expected = Some(power::expectation(kind, durability));
-            push(&case, id, o);
+            out.push((case, id.to_string(), o));
         }
-        "S8" | "S9" | "S10" => {
-            let fault = match id {
-                "S8" => "kill:leader",
-                "S9" => "pause:follower",
-                _ => "kill",
-            };
-            let (p, o) = with_nemesis(&ctx, id, fault, cancel).await?;
-            phases.push(p);
-            observed.push((String::new(), o));
-        }
-        "U1" | "U2" | "U3" | "U4" | "U5" | "U6" | "U7" => hits = users::run(&ctx, id, sizes).await?,
-        other => anyhow::bail!("no scenario {other}"),
+        _ => return Ok(None),
     }
-    // Every entry ends healed: nodes running and resumed, links open, clocks back, healthy.
+    Ok(Some(out))
+}
+
+/// Every entry ends healed: nodes running and resumed, links open, clocks back, healthy.
+async fn heal(target: &Arc<LocalTarget>, kind: BackendKind, id: &str, observed: &mut [(String, Observed)]) -> anyhow::Result<()> {
     let nem = Nemesis::new(target.clone(), kind, id, std::time::Instant::now(), None);
     if let Err(e) = nem.heal_all().await {
         // Servers that do not come back after a power loss are its observation, said on the
@@ -282,7 +301,7 @@ pub async fn run_entry(
             o.notes.push(format!("not healed: {e}"));
         }
     }
-    Ok(EntryResult { capabilities: ctx.backend.capabilities(), phases, observed, hits })
+    Ok(())
 }
 
 /// A power-loss entry's case: the server setting it runs under (and for J2 the version of

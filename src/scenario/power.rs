@@ -15,7 +15,7 @@ use dlbench_core::Lease;
 
 use super::scripts::{opts, Ctx, Observed, Stage};
 use crate::durability::Durability;
-use crate::judgement::{Expect, PowerSeen};
+use crate::judgement::{Expect, Expected, PowerSeen};
 use crate::kind::BackendKind;
 
 /// The holder's TTL: long enough for every backend's nodes (three ZooKeeper or NATS
@@ -27,15 +27,6 @@ pub const TTL: Duration = Duration::from_secs(15);
 pub const NEXT_WAIT: Duration = Duration::from_secs(3);
 pub const MARGIN: Duration = Duration::from_secs(1);
 
-/// A published expectation for one backend under one durability setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expected {
-    pub expect: Expect,
-    /// The server setting it depends on, as the case names it.
-    pub setting: &'static str,
-    pub source: &'static str,
-    pub finding: &'static str,
-}
 
 const REDIS_NONE: Expected = Expected {
     expect: Expect::LockLost,

@@ -36,7 +36,7 @@ pub struct Observed {
     /// P1 / J2: the power loss under a holder.
     pub power: Option<crate::judgement::PowerSeen>,
     /// P1 / J2: what the backend's setting is expected to do.
-    pub power_expected: Option<super::power::Expected>,
+    pub power_expected: Option<crate::judgement::Expected>,
 }
 
 impl Observed {
