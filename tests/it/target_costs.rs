@@ -23,10 +23,10 @@ pub(crate) fn problems(c: &Value, services: &[(&str, usize)], via: &str, medium:
                 p.push(format!("{s}: implausible round trip {r}"));
             }
         }
-        // Under load: 8 connections to each node at once, 100 timed requests each.
+        // Under load: 8 connections to each node at once for 1 s, each answered at least once.
         let loaded = c["loaded"].as_array().and_then(|l| l.iter().find(|x| x["service"] == *s).cloned()).unwrap_or_default();
         let (med, p90, rate) = (loaded["median_us"].as_f64().unwrap_or(0.0), loaded["p90_us"].as_f64().unwrap_or(0.0), loaded["per_second"].as_f64().unwrap_or(0.0));
-        if loaded["nodes"] != *nodes || loaded["connections_per_node"] != 8 || loaded["n"] != (nodes * 800) as u64 || med <= 0.0 || p90 < med || rate <= 0.0 || loaded["via"] != via {
+        if loaded["nodes"] != *nodes || loaded["connections_per_node"] != 8 || loaded["n"].as_u64().unwrap_or(0) < (nodes * 8) as u64 || med <= 0.0 || p90 < med || rate <= 0.0 || loaded["via"] != via {
             p.push(format!("{s}: implausible loaded round trip {loaded}"));
         }
         if c["data_on"][s]["kind"] != medium {
@@ -70,7 +70,7 @@ fn a_local_run_records_and_prints_its_target_costs() {
         ("/round_trips/1/median_us", Value::from(0.0)),
         ("/data_on/etcd/kind", Value::from("volume")),
         ("/loaded/0/per_second", Value::Null),
-        ("/loaded/1/n", Value::from(799)),
+        ("/loaded/1/n", Value::from(0)),
     ] {
         let mut bad = c.clone();
         *bad.pointer_mut(path).unwrap() = v;

@@ -23,8 +23,8 @@ use crate::summary::medium::{DataOn, Figure, Fsync, LoadedRoundTrip, MediumKind,
 const NODE_BUDGET: Duration = Duration::from_secs(3);
 /// Bound on all the round trips: nodes left when it runs out are recorded as not measured.
 const RTT_BUDGET: Duration = Duration::from_secs(10);
-/// Bound on one family's loaded round trip, connecting included.
-const LOADED_BUDGET: Duration = Duration::from_secs(5);
+/// Bound on one family's loaded round trip, connecting, warm-up and the window included.
+const LOADED_BUDGET: Duration = Duration::from_secs(8);
 
 /// Where one medium is timed.
 pub enum Medium {
