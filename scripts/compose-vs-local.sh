@@ -9,7 +9,9 @@
 # Prints one row per backend x workload: the median acquisitions per second of each side
 # with their range, compose / local as the median of the per-pair ratios with their range,
 # and for a row outside [0.8, 1.25] what `dlbench compare` says the container layer explains
-# (the network round trip and fsync latency each run measured and recorded).
+# (the network round trip, under load and idle, and the fsync latency each run measured and
+# recorded), on the runs of each side pooled: each figure the median over the runs, beside
+# the share each pair alone gave (one run's measurement is one short burst).
 #
 #   sh scripts/compose-vs-local.sh            # after `docker compose build` (docs/docker.md)
 #   REPEATS=5 SEED=7 sh scripts/compose-vs-local.sh -- --backends redlock,etcd
@@ -17,7 +19,7 @@
 # Extra dlbench arguments after `--` go to both sides (default: the default bench with
 # --duration 5s). The compose project is COMPOSE_PROJECT_NAME (default dlbench, from .env):
 # its servers and volumes are recreated (FRESH=0 keeps them as they are, warm). Results:
-# results/compose-vs-local-<time>/ (table.md, the runs, compare-<i>.txt).
+# results/compose-vs-local-<time>/ (table.md, the runs, compare-<i>.txt, compare-pooled.txt).
 # Needs: docker compose or docker-compose, python3, target/release/dlbench.
 set -eu
 cd "$(dirname "$0")/.."
@@ -37,6 +39,12 @@ else echo "compose-vs-local: neither docker compose nor docker-compose is instal
 
 out=results/compose-vs-local-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
+# Nothing left behind: a project that was not up before the script is brought down (with its
+# volumes) however the script ends; one that was up is left up.
+if [ -z "$($compose ps -q 2>/dev/null)" ]; then
+    trap '$compose down -v >/dev/null 2>&1' EXIT
+    trap 'exit 130' INT TERM
+fi
 $compose --profile bench build bench >/dev/null
 $compose up -d >/dev/null 2>&1 || $compose up -d
 i=1
@@ -61,8 +69,19 @@ while [ "$i" -le "$REPEATS" ]; do
         >"$out/compare-$i.txt" 2>&1 || true
     i=$((i + 1))
 done
+# Every run of a side pooled (a directory of runs is one side to `compare`): each rate is the
+# median over the runs, and each measured cost the median of the runs' figures, so one run
+# whose measurement landed in a busy moment does not decide the note.
+for side in local compose; do
+    mkdir -p "$out/pooled-$side"
+    for d in "$out/$side"-*/*/; do
+        [ -f "$d/summary.json" ] && [ "$(basename "$d")" != latest ] && ln -s "../${d#"$out"/}" "$out/pooled-$side/$(basename "$(dirname "$d")")"
+    done
+done
+target/release/dlbench compare --allow-mismatch --json "$out/compare-pooled.json" "$out/pooled-local" "$out/pooled-compose" \
+    >"$out/compare-pooled.txt" 2>&1 || true
 python3 - "$out" "$REPEATS" <<'PY' | tee "$out/table.md"
-import glob, json, statistics, sys
+import glob, json, re, statistics, sys
 out, n = sys.argv[1], int(sys.argv[2])
 
 def summary(side, i):
@@ -82,13 +101,18 @@ def span(xs, fmt):
     return f"{fmt(statistics.median(xs))} [{fmt(min(xs))}-{fmt(max(xs))}]"
 
 def note(i, key):
-    """compare's container-layer note for this backend x workload in pair i (its
-    `target_costs`: each starts "backend · workload (")."""
+    """compare's container-layer note for this backend x workload in pair i, or in the
+    pooled comparison for i = "pooled" (its `target_costs`: each starts "backend · workload (")."""
     try:
         notes = json.load(open(f"{out}/compare-{i}.json")).get("target_costs", [])
     except (OSError, ValueError):
         return None
     return next((x for x in notes if x.startswith(f"{key[0]} · {key[1]} (")), None)
+
+def share(text):
+    """The share a note states ("explain ~1.09 ms (95%)"), or None."""
+    m = re.search(r"explain ~-?[0-9.]+ [µm]?s \((-?[0-9]+)%\)", text or "")
+    return int(m.group(1)) if m else None
 
 print(f"| backend | workload | local acq/s | compose acq/s | compose / local ({n} pairs) | |")
 print("|---|---|---:|---:|---:|---|")
@@ -141,8 +165,12 @@ for side, runs in (("local", local), ("compose", comp)):
             for s, v in sorted(ld.items())))
 if outside:
     print()
-    print("What the container layer explains where compose / local is outside 0.8-1.25 (dlbench compare, the median pair):")
-    for key, i in outside:
-        print(f"- pair {i}: " + (note(i, key) or f"{key[0]} · {key[1]}: compare gave no target-costs note (see compare-{i}.txt)"))
-print(f"\nruns: {out}/{{local,compose}}-1..{n}; comparisons: {out}/compare-1..{n}.txt and .json")
+    print(f"What the container layer explains where compose / local is outside 0.8-1.25 (dlbench compare on the {n} runs of each side pooled: "
+          "each rate and each measured cost the median over the runs), with the share each pair alone gave:")
+    for key, _ in outside:
+        pairs = [share(note(i, key)) for i in range(1, n + 1)]
+        each = ", ".join("-" if x is None else f"{x}%" for x in pairs)
+        print(f"- {note('pooled', key) or f'{key[0]} · {key[1]}: compare gave no target-costs note (see compare-pooled.txt)'}"
+              f" [pairs alone: {each}]")
+print(f"\nruns: {out}/{{local,compose}}-1..{n}; comparisons: {out}/compare-1..{n}.txt and .json, pooled: {out}/compare-pooled.txt")
 PY

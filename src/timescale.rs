@@ -3,10 +3,11 @@
 //! show quickly: a documented example that would be refused as written is refused here too
 //! (validation sees the lengths you typed), and one that runs, runs shorter.
 //!
-//! Scaled: each phase's duration and warm-up, the nemesis interval, calibrate's --seconds.
+//! Scaled: each phase's duration and warm-up, the nemesis interval, calibrate's --seconds,
+//! the window of the loaded round trip a run measures before its phases.
 //! Floors keep a scaled run meaningful: a phase lasts at least 500 ms, the nemesis interval
 //! stays at least 2 s (or what was given, if less) and a phase under faults at least two intervals, calibrate's
-//! measurements at least 1 s. Nothing else (TTLs, timeouts, holds) changes.
+//! measurements at least 1 s, the loaded round trip's window at least 200 ms. Nothing else (TTLs, timeouts, holds) changes.
 
 use std::time::Duration;
 
@@ -54,6 +55,15 @@ pub fn scale_seconds(seconds: Duration) -> anyhow::Result<Duration> {
         Some(f) => times(seconds, f, Duration::from_secs(1)),
         None => seconds,
     })
+}
+
+/// Shorten the loaded round trip's window (`cluster::medium::rtt`), floor 200 ms: a few
+/// hundred requests per connection still give a median and a p90.
+pub fn scale_window(window: Duration) -> Duration {
+    match factor() {
+        Ok(Some(f)) => times(window, f, Duration::from_millis(200)),
+        _ => window,
+    }
 }
 
 #[cfg(test)]

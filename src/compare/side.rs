@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::comparable::mismatches;
+use crate::summary::medium::TargetCosts;
 use crate::summary::Summary;
 
 /// One side of a comparison: a result set (a run directory or its summary.json), or a
@@ -21,7 +22,12 @@ pub fn load_side(p: &Path) -> anyhow::Result<Summary> {
     dirs.sort();
     anyhow::ensure!(!dirs.is_empty(), "{} holds no result set (no summary.json in it or in its subdirectories)", p.display());
     let mut runs = dirs.iter().map(|d| load(d)).collect::<anyhow::Result<Vec<_>>>()?;
+    // Each run measured its target's costs before its phases; pooled, each figure is the
+    // median over the runs (one run's burst in a busy moment does not decide the note).
+    let costs: Vec<_> = runs.iter().filter_map(|r| r.target_costs.clone()).collect();
+    let costs = if costs.len() == runs.len() { TargetCosts::pooled(&costs.iter().collect::<Vec<_>>()) } else { None };
     let mut pooled = runs.remove(0);
+    pooled.target_costs = costs.or(pooled.target_costs);
     let n = runs.len() + 1;
     for r in runs {
         let mut m = mismatches(&pooled, &r);

@@ -160,3 +160,24 @@ fn the_loaded_round_trip_is_priced_where_both_sides_have_it() {
     let n = notes(&run("local", 1000.0, Some(local())), &run("compose", 1e6 / 2400.0, Some(costs(Via::ComposeNetwork, 150.0, MediumKind::Volume, Some(1500.0)))));
     assert!(!n[0].contains("under load"), "{}", n[0]);
 }
+
+#[test]
+fn the_capacity_reading_sets_the_paths_rate_ratio_beside_the_locks() {
+    // The path carried 20k req/s on compose against 40k locally (0.50x).
+    let base = with_loaded(local(), "etcd", 3, 200.0, 300.0, Some(40000.0));
+    let compose = with_loaded(costs(Via::ComposeNetwork, 150.0, MediumKind::Volume, Some(1500.0)), "etcd", 3, 400.0, 900.0, Some(20000.0));
+    let note = |ops: f64, c: &TargetCosts| notes(&run("local", 1000.0, Some(base.clone())), &run("compose", ops, Some(c.clone())))[0].clone();
+    // The lock at 0.36x, below the path's 0.50x: the path covers 0.50 of the 0.64 drop.
+    let n = note(1e6 / 2800.0, &compose);
+    assert!(n.contains("; capacity: under load the path carried 20.0k vs 40.0k req/s (0.50x), the lock acquired at 0.36x: the path's capacity covers 78% of the drop (0.50 of 0.64), the rest is not explained by it; the measured costs explain"), "{n}");
+    // The lock at 0.70x, above the path's: covered; it comes before the latency sum.
+    let n = note(700.0, &compose);
+    assert!(n.contains("the lock acquired at 0.70x: a lock bound by the path alone would acquire at 0.50x: the path's capacity covers the drop;"), "{n}");
+    assert!(n.find("capacity:").unwrap() < n.find("the measured costs explain").unwrap(), "the capacity reading first: {n}");
+    // Compose faster than local: nothing to explain, never a share.
+    let n = note(1200.0, &compose);
+    assert!(n.contains("the lock acquired at 1.20x: no drop to explain"), "{n}");
+    // No loaded figure on one side: no capacity reading (never a ratio built on a guess).
+    let n = note(500.0, &costs(Via::ComposeNetwork, 150.0, MediumKind::Volume, Some(1500.0)));
+    assert!(!n.contains("capacity"), "{n}");
+}

@@ -107,7 +107,7 @@ pub fn expectation(kind: BackendKind, level: Durability) -> Expected {
         },
         K::Nats => Expected {
             expect: Expect::LockLost,
-            setting: "sync_interval default (2 min)",
+            setting: "JetStream's own periodic flush (2.9.10 refuses sync_interval; 2.12.1 defaults it to 2 min)",
             source: "Jepsen, NATS 2.12.1 (December 2025)",
             finding: JEPSEN_NATS,
         },

@@ -178,6 +178,56 @@ impl TargetCosts {
         let on = self.data_on.get(service)?;
         self.fsync.iter().find(|f| f.kind == on.kind)
     }
+
+    /// Several runs' costs as one (`compare` on a directory of runs): each figure is the
+    /// median over the runs that measured it of their medians (and p90s, and rates), so one
+    /// run whose measurement landed in a busy moment does not decide the note. Items are
+    /// matched by family and position (a local run's ports differ from run to run), the
+    /// media by kind; the shape (nodes, paths, where data is) is the first run's. A figure
+    /// measured in fewer than half the runs is not measured, with how many had it.
+    pub fn pooled(runs: &[&TargetCosts]) -> Option<TargetCosts> {
+        let first = *runs.first()?;
+        let mut out = first.clone();
+        for (i, r) in out.round_trips.iter_mut().enumerate() {
+            let k = first.round_trips[..i].iter().filter(|x| x.service == r.service).count();
+            let same = runs.iter().filter_map(|t| t.round_trips.iter().filter(|x| x.service == r.service).nth(k)).map(|x| &x.figure);
+            r.figure = Figure::median_of(same.collect(), runs.len());
+        }
+        for l in out.loaded.iter_mut() {
+            let same: Vec<&LoadedRoundTrip> = runs.iter().filter_map(|t| t.loaded_of(&l.service)).collect();
+            l.figure = Figure::median_of(same.iter().map(|x| &x.figure).collect(), runs.len());
+            let rates: Vec<f64> = same.iter().filter(|x| x.figure.median_us.is_some()).filter_map(|x| x.per_second).collect();
+            l.per_second = l.figure.median_us.and(median(&rates));
+        }
+        for f in out.fsync.iter_mut() {
+            let same = runs.iter().filter_map(|t| t.fsync.iter().find(|x| x.kind == f.kind)).map(|x| &x.figure);
+            f.figure = Figure::median_of(same.collect(), runs.len());
+        }
+        out.took_s = median(&runs.iter().map(|t| t.took_s).collect::<Vec<_>>()).unwrap_or(first.took_s);
+        Some(out)
+    }
+}
+
+/// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
+fn median(xs: &[f64]) -> Option<f64> {
+    let mut s = xs.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    (n > 0).then(|| if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+}
+
+impl Figure {
+    /// One figure from several runs' figures of the same thing, out of `runs` runs: the
+    /// median of the measured ones' medians and p90s, `n` their samples together.
+    pub fn median_of(figs: Vec<&Figure>, runs: usize) -> Figure {
+        let measured: Vec<&Figure> = figs.iter().copied().filter(|f| f.median_us.is_some()).collect();
+        if measured.len() * 2 < runs || measured.is_empty() {
+            let why = figs.iter().find_map(|f| f.not_measured.clone()).unwrap_or_else(|| "not recorded".into());
+            return Figure::missing(format!("measured in {} of {runs} runs ({why})", measured.len()));
+        }
+        let m = |get: fn(&Figure) -> Option<f64>| median(&measured.iter().filter_map(|f| get(f)).collect::<Vec<_>>()).map(|v| (v * 10.0).round() / 10.0);
+        Figure { n: measured.iter().map(|f| f.n).sum(), median_us: m(|f| f.median_us), p90_us: m(|f| f.p90_us), not_measured: None }
+    }
 }
 
 #[cfg(test)]
@@ -194,5 +244,45 @@ mod tests {
         let f = Figure::of(&[]);
         assert_eq!((f.n, f.median_us), (0, None));
         assert!(f.not_measured.is_some(), "no samples is said, never a 0");
+    }
+
+    fn loaded(us: f64, rate: f64) -> LoadedRoundTrip {
+        let figure = Figure { n: 100, median_us: Some(us), p90_us: Some(2.0 * us), not_measured: None };
+        LoadedRoundTrip { service: "redis".into(), nodes: 1, connections_per_node: 8, via: Path::Loopback, request: "PING".into(), per_second: Some(rate), figure }
+    }
+
+    fn run(rtt: f64, loaded_us: f64, rate: f64, fsync: Option<f64>) -> TargetCosts {
+        let fig = |v: f64| Figure { n: 200, median_us: Some(v), p90_us: Some(v + 1.0), not_measured: None };
+        let rt = |port: u16| RoundTrip { service: "redis".into(), node: format!("127.0.0.1:{port}"), via: Path::Loopback, request: "PING".into(), figure: fig(rtt) };
+        TargetCosts {
+            // A local run's ports differ from run to run: matched by position, not by name.
+            round_trips: vec![rt((rtt as u16) + 1000), rt((rtt as u16) + 2000)],
+            loaded: vec![loaded(loaded_us, rate)],
+            fsync: vec![Fsync { kind: MediumKind::Host, path: "/d".into(), container: None, method: "m".into(), figure: fsync.map(fig).unwrap_or_else(|| Figure::missing("busy")) }],
+            data_on: BTreeMap::new(),
+            took_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn pooled_runs_take_each_figures_median_so_one_busy_run_does_not_decide() {
+        // The third run's loaded burst landed in a busy moment (5 ms, 2k req/s): the median
+        // of the three ignores it, where the first run alone (or the mean) would not.
+        let runs = [run(50.0, 200.0, 20000.0, Some(900.0)), run(60.0, 240.0, 18000.0, Some(1100.0)), run(70.0, 5000.0, 2000.0, None)];
+        let p = TargetCosts::pooled(&runs.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(p.round_trips.len(), 2);
+        assert_eq!(p.round_trips[1].figure.median_us, Some(60.0), "matched by position across differing ports");
+        assert_eq!(p.loaded[0].figure.median_us, Some(240.0));
+        assert_eq!(p.loaded[0].figure.p90_us, Some(480.0));
+        assert_eq!(p.loaded[0].per_second, Some(18000.0));
+        assert_eq!(p.loaded[0].figure.n, 300);
+        // Measured in two of three: the mean of the two.
+        assert_eq!(p.fsync[0].figure.median_us, Some(1000.0));
+        // Measured in one of three: not measured, saying so.
+        let runs = [run(50.0, 200.0, 1.0, Some(900.0)), run(50.0, 200.0, 1.0, None), run(50.0, 200.0, 1.0, None)];
+        let p = TargetCosts::pooled(&runs.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(p.fsync[0].figure.median_us, None);
+        assert_eq!(p.fsync[0].figure.not_measured.as_deref(), Some("measured in 1 of 3 runs (busy)"));
+        assert!(TargetCosts::pooled(&[]).is_none());
     }
 }

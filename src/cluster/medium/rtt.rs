@@ -153,6 +153,8 @@ pub struct Loaded {
 /// barrier) for [`LOADED_WINDOW`], so the rate is of the loaded path only.
 pub async fn loaded(kind: BackendKind, eps: &[String], password: Option<&str>, budget: Duration) -> Loaded {
     let total = eps.len() * LOADED_CONNECTIONS;
+    // Shorter in the README test mode only (DLBENCH_TIME_SCALE).
+    let window = crate::timescale::scale_window(LOADED_WINDOW);
     let run = async {
         let barrier = Arc::new(tokio::sync::Barrier::new(total));
         let mut set = tokio::task::JoinSet::new();
@@ -168,7 +170,7 @@ pub async fn loaded(kind: BackendKind, eps: &[String], password: Option<&str>, b
                     // Every task reaches the barrier, failed or not, so none waits forever.
                     b.wait().await;
                     let start = Instant::now();
-                    let samples = warm?.timed_until(start + LOADED_WINDOW).await.map_err(|e| format!("{ep}: {e}"))?;
+                    let samples = warm?.timed_until(start + window).await.map_err(|e| format!("{ep}: {e}"))?;
                     Ok::<_, String>((start, Instant::now(), samples))
                 });
             }
