@@ -27,7 +27,6 @@ pub const TTL: Duration = Duration::from_secs(15);
 pub const NEXT_WAIT: Duration = Duration::from_secs(3);
 pub const MARGIN: Duration = Duration::from_secs(1);
 
-
 const REDIS_NONE: Expected = Expected {
     expect: Expect::LockLost,
     setting: "no persistence (appendonly no, save \"\")",

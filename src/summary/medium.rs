@@ -208,12 +208,10 @@ impl TargetCosts {
     }
 }
 
-/// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
+/// `compare`'s median (the mean of the middle two for an even count); `None` when empty,
+/// where that one says 0.
 fn median(xs: &[f64]) -> Option<f64> {
-    let mut s = xs.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    (n > 0).then(|| if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+    (!xs.is_empty()).then(|| crate::stats::samples::median(xs))
 }
 
 impl Figure {
