@@ -45,6 +45,15 @@ pub struct Meta {
     /// not answer; `ttl_ms` stands in then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub granted_ttl: Option<dlbench_core::GrantedTtl>,
+    /// A scenario's choreography (a holder paused, a node restarted on cue): its faults are
+    /// the script's, judged by the scenario's expectation, never a test of availability.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub choreographed: bool,
+    /// What the servers need after a fault heals, besides the TTL, before they can grant
+    /// again (an election, a restart): recovery is judged only past the TTL and this.
+    /// Absent in histories that predate it (the TTL alone then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_allowance_ms: Option<u64>,
 }
 
 impl Meta {
@@ -96,6 +105,11 @@ pub enum Record {
         ns: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         token: Option<u64>,
+        /// A polling acquire: when the attempt that was granted was sent (its earlier
+        /// attempts were refused, so it held nothing before). Absent where the grant's claim
+        /// began at the invocation (a queue, a session) or in histories that predate it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u64>,
     },
     Fail {
         p: u64,
@@ -141,12 +155,21 @@ pub enum Record {
     /// A fault starting or ending.
     Nemesis {
         f: String,
-        /// `start` or `end`.
-        phase: String,
+        /// `start`, `end` or `skipped`.
+        phase: crate::faultlog::Mark,
         targets: Vec<String>,
         ns: u64,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
+        /// Whether it took effect (histories written before it read their `detail`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effect: Option<crate::faultlog::Effect>,
+        /// Which side it acted on (histories written before it read the fault's name).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<crate::faultlog::Side>,
+        /// The node hit in place of the one the fault names, and why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stand_in: Option<String>,
     },
     /// The run was interrupted (Ctrl-C) at `ns`: operations in flight were cancelled (their
     /// `info` says so) and the segment ends early. `check` judges what completed and says
@@ -226,7 +249,7 @@ impl Record {
     /// the error says the operation had no effect, `info` when its outcome is unknown.
     pub fn completion(p: u64, f: Op, key: u32, ns: u64, r: Result<Option<u64>, &dlbench_core::LockError>) -> Record {
         match r {
-            Ok(token) => Record::Ok { p, f, key, ns, token },
+            Ok(token) => Record::Ok { p, f, key, ns, token, attempt: None },
             Err(e) if e.is_definite() => Record::Fail { p, f, key, ns, error: e.to_string(), kind: Some(e.kind().to_string()) },
             Err(e) => Record::Info { p, f, key, ns, error: e.to_string() },
         }
@@ -373,23 +396,38 @@ pub fn for_each_segment(path: &Path, mut f: impl FnMut(Segment)) -> anyhow::Resu
     Ok(())
 }
 
-/// Stream a history file record by record. A torn last line (a killed writer) is skipped;
-/// any other bad line is an error naming its line number.
-pub fn for_each_record(path: &Path, mut f: impl FnMut(Record)) -> anyhow::Result<()> {
+/// What reading a history file found: how many records, and whether its last line was cut
+/// (a writer killed mid-line) and ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCount {
+    pub records: u64,
+    pub torn_tail: bool,
+}
+
+/// Stream a history file record by record. A torn last line (a killed writer) is skipped and
+/// said in the count; any other bad line is an error naming its line number.
+pub fn for_each_record(path: &Path, mut f: impl FnMut(Record)) -> anyhow::Result<ReadCount> {
     let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot read history {}: {e}", path.display()))?;
     let mut lines = BufReader::with_capacity(1 << 20, file).lines().enumerate().peekable();
+    let mut read = ReadCount::default();
     while let Some((i, line)) = lines.next() {
         let line = line.map_err(|e| anyhow::anyhow!("{} line {}: {e}", path.display(), i + 1))?;
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str(&line) {
-            Ok(r) => f(r),
-            Err(_) if lines.peek().is_none() => break, // torn final line
+            Ok(r) => {
+                read.records += 1;
+                f(r)
+            }
+            Err(_) if lines.peek().is_none() => {
+                read.torn_tail = true;
+                break;
+            }
             Err(e) => anyhow::bail!("{} line {}: not a history record: {e}", path.display(), i + 1),
         }
     }
-    Ok(())
+    Ok(read)
 }
 
 #[cfg(test)]
@@ -412,13 +450,17 @@ mod tests {
             started_at: "now".into(),
             split_votes: false,
             granted_ttl: Some(dlbench_core::GrantedTtl::Session { ms: 10_000 }),
+            choreographed: false,
+            recovery_allowance_ms: Some(3000),
         };
         w.record(&Record::Meta(meta.clone()));
         w.record(&Record::Invoke { p: 1, f: Op::Acquire, key: 0, ns: 10 });
-        w.record(&Record::Ok { p: 1, f: Op::Acquire, key: 0, ns: 20, token: Some(5) });
+        w.record(&Record::Ok { p: 1, f: Op::Acquire, key: 0, ns: 20, token: Some(5), attempt: None });
         w.record(&Record::Info { p: 2, f: Op::Acquire, key: 0, ns: 30, error: "timed \"out\"".into() });
         w.close().unwrap();
+        assert_eq!(for_each_record(&p, |_| ()).unwrap(), ReadCount { records: 4, torn_tail: false });
         std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"{\"type\":\"invo").unwrap();
+        assert_eq!(for_each_record(&p, |_| ()).unwrap(), ReadCount { records: 4, torn_tail: true });
         let segs = read(&p).unwrap();
         assert_eq!(segs.len(), 1);
         assert_eq!(segs[0].meta.as_ref(), Some(&meta));

@@ -115,6 +115,64 @@ impl BackendKind {
         }
     }
 
+    /// Whether one node of this design's servers leads: an elected leader (etcd, ZooKeeper,
+    /// the NATS stream's), or the one server a single-node design runs on. Redlock's nodes
+    /// are independent and equal: none leads.
+    pub fn has_leader(self) -> bool {
+        !matches!(self.server(), BackendKind::Redlock | BackendKind::Memory)
+    }
+
+    /// Why no node leads, where none does.
+    pub fn why_no_leader(self) -> &'static str {
+        match self.server() {
+            BackendKind::Redlock => "its nodes are independent and equal",
+            BackendKind::Memory => "it has no nodes",
+            _ => "",
+        }
+    }
+
+    /// What the servers need after a fault heals, besides the TTL, before they grant again:
+    /// a leader election and a killed member's restart (etcd, ZooKeeper, NATS), a restart with
+    /// its crash recovery (PostgreSQL, MariaDB), a restart (Redis). Measured on the local
+    /// target with room to spare; the nemesis leaves at least this plus the TTL after every
+    /// heal, and recovery is judged only past it.
+    pub fn recovery_allowance(self) -> std::time::Duration {
+        std::time::Duration::from_secs(match self.server() {
+            BackendKind::Etcd => 3,
+            BackendKind::Zookeeper => 6,
+            BackendKind::Nats => 4,
+            BackendKind::Postgres => 4,
+            BackendKind::Mariadb => 6,
+            BackendKind::Redis | BackendKind::Redlock => 2,
+            _ => 0,
+        })
+    }
+
+    /// The TTL the servers will grant for `ttl`, as known before they start (the run asks
+    /// them when each phase opens, `Backend::granted_ttl`): etcd grants whole seconds, at
+    /// least 2 (1.5 election timeouts); ZooKeeper negotiates within the local target's 1-120 s;
+    /// session advisory locks and `GET_LOCK` have none.
+    pub fn granted_ttl_estimate(self, ttl: std::time::Duration) -> Option<std::time::Duration> {
+        use std::time::Duration;
+        match self {
+            BackendKind::PgAdvisory | BackendKind::MariadbGetLock => None,
+            BackendKind::Etcd | BackendKind::EtcdV3lock => Some(Duration::from_secs(ttl.as_secs_f64().ceil().max(2.0) as u64)),
+            BackendKind::Zookeeper => Some(ttl.clamp(Duration::from_secs(1), Duration::from_secs(120))),
+            _ => Some(ttl),
+        }
+    }
+
+    /// The room after a heal a phase with TTL `ttl` must leave: the granted TTL (a holder
+    /// whose session the fault took keeps the lock that long) and the recovery allowance.
+    pub fn recovery_room(self, ttl: std::time::Duration) -> std::time::Duration {
+        self.granted_ttl_estimate(ttl).unwrap_or_default() + self.recovery_allowance()
+    }
+
+    /// Whether the design's servers are one node, which is then its leader.
+    pub fn single_node(self) -> bool {
+        matches!(self.server(), BackendKind::Postgres | BackendKind::Mariadb | BackendKind::Redis)
+    }
+
     /// The designs that honour Chubby's lock-delay (`AcquireOptions::lock_delay`), known
     /// before connecting so bad input is refused first; each backend's
     /// `Capabilities::lock_delay` says the same (a conformance test holds them together).

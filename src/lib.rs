@@ -32,6 +32,7 @@ pub mod driver;
 pub mod durability;
 pub mod endpoints;
 pub mod facts;
+pub mod faultlog;
 pub mod history;
 pub mod kind;
 pub mod lockcmd;

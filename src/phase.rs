@@ -7,7 +7,7 @@ use std::time::Duration;
 use dlbench_core::ResourceStats;
 use hdrhistogram::Histogram;
 
-use crate::nemesis::NemesisEvent;
+use crate::faultlog::NemesisEvent;
 use crate::stats::{new_histogram, TimePoint, Totals};
 use crate::workload::Workload;
 
@@ -19,6 +19,53 @@ pub const FAULT_HOLD: Duration = Duration::from_millis(25);
 /// quarter of the phase, at least 2 s, at most half (the driver's rule).
 pub fn quiet_tail(duration: Duration) -> Duration {
     (duration / 4).max(Duration::from_secs(2)).min(duration / 2)
+}
+
+/// How a phase under faults is laid out, so that each fault is judged in a window of its own:
+/// half an interval of quiet, the fault for half an interval, its heal, then quiet for at
+/// least `room` (the TTL the servers grant and their election or restart time) before the
+/// next fault, and after the last a tail of at least `room` (and [`quiet_tail`]). A recovery
+/// then always fits before the next fault or the phase's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultLayout {
+    pub interval: Duration,
+    pub room: Duration,
+}
+
+impl FaultLayout {
+    /// How long each fault holds.
+    pub fn hold(&self) -> Duration {
+        self.interval / 2
+    }
+    /// The quiet before the first fault.
+    pub fn lead(&self) -> Duration {
+        self.interval - self.hold()
+    }
+    /// The quiet after each heal, before the next fault.
+    pub fn gap(&self) -> Duration {
+        self.lead().max(self.room)
+    }
+    /// The quiet at a phase's end, after its last fault.
+    pub fn tail(&self, duration: Duration) -> Duration {
+        quiet_tail(duration).max(self.room)
+    }
+    /// How many faults a phase of `duration` holds, each whole and with its room after it.
+    pub fn fits(&self, duration: Duration) -> usize {
+        let Some(last_end) = duration.checked_sub(self.tail(duration)) else { return 0 };
+        let (lead, hold, step) = (self.lead(), self.hold(), self.hold() + self.gap());
+        if last_end < lead + hold {
+            return 0;
+        }
+        1 + ((last_end - lead - hold).as_secs_f64() / step.as_secs_f64()).floor() as usize
+    }
+    /// The shortest phase, in whole seconds, that holds `n` faults.
+    pub fn shortest(&self, n: usize) -> Duration {
+        let mut d = Duration::from_secs(((self.lead() + self.hold() * n as u32 + self.gap() * n.saturating_sub(1) as u32 + self.room).as_secs_f64()).ceil() as u64);
+        while self.fits(d) < n {
+            d += Duration::from_secs(1);
+        }
+        d
+    }
 }
 
 /// What one phase measured.
@@ -66,6 +113,8 @@ pub struct PhaseResult {
     pub history_epoch_wall: std::time::SystemTime,
     /// This host's clock against the resource server's, when the resource is one.
     pub resource_clock: Option<crate::resource_server::ClockOffset>,
+    /// A scenario's choreography rather than a load loop (see `Meta::choreographed`).
+    pub choreographed: bool,
 }
 
 impl PhaseResult {
@@ -94,6 +143,7 @@ impl PhaseResult {
             resource_clock: None,
             started_wall: std::time::SystemTime::now(),
             history_epoch_wall: std::time::SystemTime::now(),
+            choreographed: true,
         }
     }
 

@@ -5,7 +5,7 @@
 //! decide a soak's exit status: a Redis lock losing its claim on a kill is the lock's
 //! property, not the harness's.
 
-use crate::nemesis::NemesisEvent;
+use crate::faultlog::{Mark, NemesisEvent};
 use crate::summary::usage::UsageSummary;
 use crate::summary::Summary;
 use crate::summary::soak::{SoakGoal, SoakOutcome};
@@ -22,10 +22,10 @@ pub fn judge_summary(summary: &Summary, r: Option<&UsageSummary>, goal: SoakGoal
 pub fn judge(events: &[&NemesisEvent], complete: bool, checked: bool, r: Option<&UsageSummary>, goal: SoakGoal) -> SoakOutcome {
     let (mut started, mut ended) = (0u64, 0u64);
     for e in events {
-        match e.phase.as_str() {
-            "start" => started += 1,
-            "end" => ended += 1,
-            _ => {}
+        match e.phase {
+            Mark::Start => started += 1,
+            Mark::End => ended += 1,
+            Mark::Skipped => {}
         }
     }
     let span_h = r.map(|r| ((r.seconds - r.warmup_s) / 3600.0).max(0.0)).unwrap_or(0.0);
@@ -104,17 +104,9 @@ mod tests {
         let leak: Vec<(f64, f64)> = (0..3600).map(|t| (t as f64, 50.0 + t as f64 / 360.0)).collect();
         let fds: Vec<(f64, f64)> = (0..3600).map(|t| (t as f64, 40.0)).collect();
         let more_fds: Vec<(f64, f64)> = (0..3600).map(|t| (t as f64, 40.0 + (t / 300) as f64)).collect();
-        let ev = |phase: &str| NemesisEvent {
-            backend: "redis".into(),
-            workload: "many-keys".into(),
-            f: "kill".into(),
-            phase: phase.into(),
-            targets: vec![],
-            at_ms: 0,
-            detail: String::new(),
-        };
+        let ev = |phase: Mark| NemesisEvent::new("kill", phase, &[], 0, crate::faultlog::Effect::confirmed("process gone"));
         let g = SoakGoal::default();
-        let (start, end) = (ev("start"), ev("end"));
+        let (start, end) = (ev(Mark::Start), ev(Mark::End));
         let ok = resources(&flat, &fds);
         // No fault applied: not a soak.
         let o = judge(&[], true, true, Some(&ok), g);

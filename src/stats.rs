@@ -252,19 +252,24 @@ impl Recorder {
         }
     }
 
-    /// A failure that is not an acquire's (connecting a client, a release).
-    pub fn failed(&self, client: usize, kind: &'static str) {
+    /// A failure that is not an acquire's (connecting a client, a release). Counted in the
+    /// totals only in the measured window, as acquisitions and timeouts are: errors per
+    /// window, not warm-up errors over a measured rate.
+    pub fn failed(&self, client: usize, kind: &'static str, measured: bool) {
         let mut s = self.shard(client);
         s.interval.failed += 1;
-        *s.total.errors.entry(kind).or_default() += 1;
+        if measured {
+            *s.total.errors.entry(kind).or_default() += 1;
+        }
     }
 
-    /// An acquire that failed (not by contention) after `latency`.
+    /// An acquire that failed (not by contention) after `latency`; in the totals only when
+    /// measured (see [`Recorder::failed`]), in the series always.
     pub fn acquire_failed(&self, client: usize, kind: &'static str, latency: Duration, measured: bool) {
         let mut s = self.shard(client);
         s.interval.failed += 1;
-        *s.total.errors.entry(kind).or_default() += 1;
         if measured {
+            *s.total.errors.entry(kind).or_default() += 1;
             s.total.error_latency.saturating_record(us(latency));
         }
     }
@@ -507,7 +512,7 @@ mod tests {
                 r.acquired(c, Duration::from_micros(100 + i * 4 + c as u64), Duration::from_micros(10), true);
             }
         }
-        r.failed(3, "unavailable");
+        r.failed(3, "unavailable", true);
         r.timed_out(1, Duration::from_millis(5), true);
         let t = r.totals();
         assert_eq!(t.acquired, 100);
@@ -529,6 +534,33 @@ mod tests {
         assert_eq!(p.ok, 2);
         assert_eq!(r.totals().acquired, 1);
         assert_eq!(r.tick(1, &mut h).ok, 0, "a tick drains its interval");
+    }
+
+    /// Errors count the window acquisitions and timeouts count (issue 54: they once counted
+    /// the whole phase): a warm-up full of errors and a clean measured window total 0
+    /// errors, while the series still shows the warm-up's failures.
+    #[test]
+    fn warmup_errors_count_in_the_series_not_in_the_totals() {
+        let r = Recorder::new(2);
+        for _ in 0..5 {
+            r.acquire_failed(0, "unavailable", Duration::from_millis(5), false);
+        }
+        r.failed(1, "connect", false);
+        r.failed(1, "release_not_held", false);
+        r.acquired(1, Duration::from_millis(7), Duration::from_millis(7), true);
+        r.timed_out(0, Duration::from_millis(9), true);
+        let mut h = new_histogram();
+        assert_eq!(r.tick(0, &mut h).failed, 7, "the series shows the warm-up's failures");
+        let t = r.totals();
+        assert_eq!((t.error_count(), t.errors.len(), t.error_latency.len()), (0, 0, 0), "{:?}", t.errors);
+        assert_eq!((t.acquired, t.timeouts), (1, 1));
+        // The same failures in the measured window are counted, by kind.
+        r.acquire_failed(0, "unavailable", Duration::from_millis(5), true);
+        r.failed(1, "release_not_held", true);
+        let t = r.totals();
+        assert_eq!(t.error_count(), 2);
+        assert_eq!(t.errors.get("unavailable"), Some(&1));
+        assert_eq!(t.error_latency.len(), 1);
     }
 
     #[test]

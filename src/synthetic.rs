@@ -78,6 +78,8 @@ fn meta(spec: &Spec) -> Record {
         started_at: "2026-01-01T00:00:00Z".into(),
         split_votes: false,
         granted_ttl: None,
+        choreographed: false,
+        recovery_allowance_ms: None,
     })
 }
 
@@ -177,7 +179,7 @@ impl<'a> Generator<'a> {
         let key = k as u32;
         self.token[k] += 1;
         let token = Some(self.token[k]);
-        self.push(grant, Record::Ok { p, f: Op::Acquire, key, ns: grant, token });
+        self.push(grant, Record::Ok { p, f: Op::Acquire, key, ns: grant, token, attempt: None });
         let enter = grant + US;
         let exit = enter + self.rng.random_range(5..60) * US;
         let read_seq = self.seq[k] + 1;
@@ -203,7 +205,7 @@ impl<'a> Generator<'a> {
         let release = exit + US;
         let released = release + self.rng.random_range(15..40) * US;
         self.push(release, Record::Invoke { p, f: Op::Release, key, ns: release });
-        self.push(released, Record::Ok { p, f: Op::Release, key, ns: released, token: None });
+        self.push(released, Record::Ok { p, f: Op::Release, key, ns: released, token: None, attempt: None });
         self.free_at[k] = released;
         self.w.operations += 2;
         (released, p)

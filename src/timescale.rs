@@ -41,8 +41,13 @@ pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
         w.warmup = w.warmup.mul_f64(f);
         if !plan.nemesis.is_empty() {
             // Still long enough for every fault asked for, as validation required as written.
-            let need = crate::run::min_duration_for_faults(plan.nemesis.len(), plan.nemesis_interval);
-            w.duration = w.duration.max(plan.nemesis_interval * 2).max(need);
+            w.duration = w.duration.max(plan.nemesis_interval * 2);
+        }
+    }
+    if !plan.nemesis.is_empty() {
+        for i in 0..plan.phases.len() {
+            let need = plan.shortest_fault_phase(&plan.phases[i]);
+            plan.phases[i].duration = plan.phases[i].duration.max(need);
         }
     }
     eprintln!("dlbench: {VAR}={f}: phases and faults shortened (README test mode)");

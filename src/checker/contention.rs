@@ -60,7 +60,7 @@ impl Contention {
         Contention {
             ttl_ns: ctx.ttl_ns,
             split_votes: ctx.split_votes,
-            faults: ctx.faults.iter().map(|f| (f.start, ctx.plus_ttl(f.end.unwrap_or(u64::MAX)))).collect(),
+            faults: ctx.faults.iter().filter(|f| !f.effect.is_none()).map(|f| (f.start, ctx.plus_ttl(f.heal.unwrap_or(u64::MAX)))).collect(),
             open: Latest2::default(),
             waiting: HashMap::new(),
             deadlines: BinaryHeap::new(),
@@ -142,7 +142,7 @@ impl Contention {
         self.close_until(u64::MAX);
         let mut r = if self.unexplained > 0 {
             let mut r = CheckResult::new(
-                "contention",
+                crate::checker::CheckerId::Contention,
                 Validity::Invalid,
                 format!(
                     "{} acquire(s) were refused as contended while no other process held, took or could hold the key: \
@@ -154,15 +154,15 @@ impl Contention {
             r
         } else if self.unexplained_in_faults > 0 {
             CheckResult::new(
-                "contention",
+                crate::checker::CheckerId::Contention,
                 Validity::Unknown,
                 format!("{} contended acquire(s) during faults had no holder to explain them (a fault can cause that)", self.unexplained_in_faults),
             )
         } else if self.contended == 0 {
-            CheckResult::new("contention", Validity::Valid, "no acquire was refused as contended")
+            CheckResult::new(crate::checker::CheckerId::Contention, Validity::Valid, "no acquire was refused as contended")
         } else {
             CheckResult::new(
-                "contention",
+                crate::checker::CheckerId::Contention,
                 Validity::Valid,
                 format!("each of {} contended acquire(s) met another process holding or taking the key", self.contended),
             )

@@ -99,12 +99,12 @@ impl Fencing {
     pub fn finish(self, r: &Replay) -> CheckResult {
         if !self.has_tokens {
             let why = if self.declared_without { "the backend has no fencing tokens" } else { "no fencing tokens in the history" };
-            return CheckResult::new("fencing", Validity::Unknown, why);
+            return CheckResult::new(crate::checker::CheckerId::Fencing, Validity::Unknown, why);
         }
         let stale_refused = r.refused.saturating_sub(r.legit);
         let mut c = if self.inversions > 0 || r.legit > 0 {
             let mut c = CheckResult::new(
-                "fencing",
+                crate::checker::CheckerId::Fencing,
                 Validity::Invalid,
                 format!("tokens out of order: {} token inversion(s), {} legitimate write(s) refused", self.inversions, r.legit),
             );
@@ -117,16 +117,16 @@ impl Fencing {
             }
             c
         } else if r.lost_fenced > 0 {
-            let mut c = CheckResult::new("fencing", Validity::Invalid, format!("{} update(s) lost despite fencing", r.lost_fenced));
+            let mut c = CheckResult::new(crate::checker::CheckerId::Fencing, Validity::Invalid, format!("{} update(s) lost despite fencing", r.lost_fenced));
             c.evidence = r.lost_fenced_evidence.clone();
             c
         } else if r.sections == 0 {
-            CheckResult::new("fencing", Validity::Valid, "tokens grew with every grant")
+            CheckResult::new(crate::checker::CheckerId::Fencing, Validity::Valid, "tokens grew with every grant")
         } else if stale_refused == 0 {
-            CheckResult::new("fencing", Validity::Valid, "tokens grew with every holder; no stale write arrived, so fencing was not exercised")
+            CheckResult::new(crate::checker::CheckerId::Fencing, Validity::Valid, "tokens grew with every holder; no stale write arrived, so fencing was not exercised")
         } else {
             let mut c = CheckResult::new(
-                "fencing",
+                crate::checker::CheckerId::Fencing,
                 Validity::Valid,
                 format!("{stale_refused} stale write(s) refused; tokens grew with every holder and no legitimate write was refused"),
             );

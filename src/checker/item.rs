@@ -148,7 +148,8 @@ fn wop(w: &mut impl Write, o: &OpRecord) -> std::io::Result<()> {
     w64(w, o.key as u64)?;
     w64(w, o.invoke_ns)?;
     wopt(w, o.complete_ns)?;
-    wopt(w, o.token)
+    wopt(w, o.token)?;
+    wopt(w, o.attempt_ns)
 }
 fn rop(r: &mut impl Read) -> std::io::Result<OpRecord> {
     let p = r64(r)?;
@@ -170,6 +171,7 @@ fn rop(r: &mut impl Read) -> std::io::Result<OpRecord> {
         invoke_ns: r64(r)?,
         complete_ns: ropt(r)?,
         token: ropt(r)?,
+        attempt_ns: ropt(r)?,
     })
 }
 
@@ -284,6 +286,13 @@ pub struct Context {
     pub ops: u64,
     /// See [`Meta::split_votes`].
     pub split_votes: bool,
+    /// A scenario's choreography (see `Meta::choreographed`).
+    pub choreographed: bool,
+    /// An interrupt cut the segment.
+    pub interrupted: bool,
+    /// What the servers may need after a heal besides the TTL (see
+    /// `Meta::recovery_allowance_ms`), in nanoseconds.
+    pub allowance_ns: u64,
 }
 
 impl Context {

@@ -235,12 +235,12 @@ impl Default for Replay {
 
 pub fn result(r: &Replay, _ctx: &Context) -> CheckResult {
     if r.sections == 0 {
-        return CheckResult::new("lost-updates", Validity::Unknown, "no resource operations in the history");
+        return CheckResult::new(crate::checker::CheckerId::LostUpdates, Validity::Unknown, "no resource operations in the history");
     }
     let mut c = if r.lost == 0 {
-        CheckResult::new("lost-updates", Validity::Valid, "every write stored on the value its section read")
+        CheckResult::new(crate::checker::CheckerId::LostUpdates, Validity::Valid, "every write stored on the value its section read")
     } else {
-        let mut c = CheckResult::new("lost-updates", Validity::Invalid, format!("{} update(s) lost", r.lost));
+        let mut c = CheckResult::new(crate::checker::CheckerId::LostUpdates, Validity::Invalid, format!("{} update(s) lost", r.lost));
         c.evidence = r.lost_evidence.clone();
         c
     };

@@ -10,7 +10,8 @@
 //! - [`contention`]: every acquire refused as contended met another process holding or
 //!   taking the key (a lock that reports failure for an acquire that took effect fails it).
 //! - [`availability`]: the grant rate during applied faults against the rate outside them,
-//!   recovery after each heal, the longest gap.
+//!   recovery after each heal, the longest gap, from [`windows`]: each fault in its own
+//!   window (during it, its recovery, its safety span) and the quiet time between them.
 //!
 //! None of them says `valid` when it cannot decide: an operation whose outcome is unknown
 //! and whose effect could reach past the end of a history without sections makes the mutex
@@ -25,6 +26,7 @@ pub mod mutex;
 mod ops;
 mod segment;
 pub mod stream;
+pub mod windows;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +50,49 @@ impl std::fmt::Display for Validity {
             Validity::Unknown => "unknown",
             Validity::Invalid => "invalid",
         })
+    }
+}
+
+/// Which checker answered. Serialized as the name checks.json always carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckerId {
+    MutualExclusion,
+    LostUpdates,
+    Contention,
+    Fencing,
+    Availability,
+    /// The history itself could not be read or sorted.
+    History,
+    /// A checker this build does not know (a result set written by another dlbench).
+    #[serde(other)]
+    Other,
+}
+
+impl CheckerId {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckerId::MutualExclusion => "mutual-exclusion",
+            CheckerId::LostUpdates => "lost-updates",
+            CheckerId::Contention => "contention",
+            CheckerId::Fencing => "fencing",
+            CheckerId::Availability => "availability",
+            CheckerId::History => "history",
+            CheckerId::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A checker compares equal to its name (`r.checker == "availability"`).
+impl PartialEq<&str> for CheckerId {
+    fn eq(&self, o: &&str) -> bool {
+        self.as_str() == *o
     }
 }
 
@@ -96,7 +141,7 @@ pub const MAX_EVIDENCE: usize = 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
-    pub checker: String,
+    pub checker: CheckerId,
     pub valid: Validity,
     /// One line.
     pub message: String,
@@ -105,9 +150,9 @@ pub struct CheckResult {
 }
 
 impl CheckResult {
-    pub fn new(checker: &str, valid: Validity, message: impl Into<String>) -> Self {
+    pub fn new(checker: CheckerId, valid: Validity, message: impl Into<String>) -> Self {
         CheckResult {
-            checker: checker.into(),
+            checker,
             valid,
             message: message.into(),
             evidence: Vec::new(),
@@ -134,6 +179,10 @@ pub struct SegmentVerdict {
     /// errors of the lock.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cancelled: u64,
+    /// Each fault in its own window, and the quiet time between them (absent in checks
+    /// written before windows were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<windows::WindowsSeen>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -176,9 +225,10 @@ pub fn check(seg: &Segment) -> SegmentVerdict {
             workload,
             phase: seg.meta.as_ref().map(|m| m.phase_id()).unwrap_or_default(),
             valid: Validity::Unknown,
-            results: vec![CheckResult::new("history", Validity::Unknown, format!("could not sort the history for checking: {e}"))],
+            results: vec![CheckResult::new(crate::checker::CheckerId::History, Validity::Unknown, format!("could not sort the history for checking: {e}"))],
             interrupted_ns: None,
             cancelled: 0,
+            windows: None,
         }
     })
 }
@@ -186,10 +236,16 @@ pub fn check(seg: &Segment) -> SegmentVerdict {
 /// Run all checkers on every segment of a history file, one record in memory at a time
 /// (plus the checkers' open state and the sort's buffer): any length checks in bounded memory.
 pub fn check_file(path: &std::path::Path) -> anyhow::Result<Vec<SegmentVerdict>> {
+    Ok(check_file_counted(path)?.0)
+}
+
+/// As [`check_file`], with what was read: the records, and whether a cut last line was
+/// ignored (`dlbench check` says so).
+pub fn check_file_counted(path: &std::path::Path) -> anyhow::Result<(Vec<SegmentVerdict>, crate::history::ReadCount)> {
     let mut out = Vec::new();
     let mut current: Option<stream::SegmentStream> = None;
     let mut failed: Option<std::io::Error> = None;
-    crate::history::for_each_record(path, |rec| {
+    let read = crate::history::for_each_record(path, |rec| {
         if failed.is_some() {
             return;
         }
@@ -213,7 +269,7 @@ pub fn check_file(path: &std::path::Path) -> anyhow::Result<Vec<SegmentVerdict>>
     if let Some(done) = current {
         out.push(done.finish().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
     }
-    Ok(out)
+    Ok((out, read))
 }
 
 /// The worst validity over many verdicts.

@@ -145,16 +145,16 @@ impl Mutex {
     pub fn finish(self) -> CheckResult {
         let mut r = if self.overlaps > 0 {
             let mut r = CheckResult::new(
-                "mutual-exclusion",
+                crate::checker::CheckerId::MutualExclusion,
                 Validity::Invalid,
                 format!("{} time(s) two holders held one key at once", self.overlaps),
             );
             r.evidence = self.evidence;
             r
         } else if self.holds == 0 {
-            CheckResult::new("mutual-exclusion", Validity::Unknown, "no holder in the history: nothing to judge")
+            CheckResult::new(crate::checker::CheckerId::MutualExclusion, Validity::Unknown, "no holder in the history: nothing to judge")
         } else {
-            CheckResult::new("mutual-exclusion", Validity::Valid, "no two holders overlapped")
+            CheckResult::new(crate::checker::CheckerId::MutualExclusion, Validity::Valid, "no two holders overlapped")
         };
         if !self.from_sections && r.valid == Validity::Valid && (self.past_end > 0 || self.clashes > 0) {
             r.valid = Validity::Unknown;

@@ -29,6 +29,8 @@ pub struct OpRecord {
     pub token: Option<u64>,
     /// A `fail` that says someone else held the lock (wait timeout, busy).
     pub contention: bool,
+    /// A polling acquire granted by a later attempt: when that attempt was sent.
+    pub attempt_ns: Option<u64>,
 }
 
 impl OpRecord {
@@ -45,13 +47,9 @@ impl OpRecord {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Fault {
-    pub f: String,
-    pub targets: Vec<String>,
-    pub start: u64,
-    pub end: Option<u64>,
-}
+/// A fault window of a history (times in nanoseconds): a start paired with the end that
+/// heals it, with its side and its effect ([`crate::faultlog::Window`]).
+pub type Fault = crate::faultlog::Window;
 
 /// A fault the nemesis could not inject (it is not a fault window).
 #[derive(Debug, Clone, PartialEq)]
@@ -76,10 +74,14 @@ impl Pairing {
     pub fn push(&mut self, r: &Record) -> Option<OpRecord> {
         match r {
             Record::Invoke { p, f, key, ns } => {
-                let o = OpRecord { p: *p, f: *f, key: *key, invoke_ns: *ns, complete_ns: None, outcome: Outcome::Unresolved, token: None, contention: false };
+                let o = OpRecord { p: *p, f: *f, key: *key, invoke_ns: *ns, complete_ns: None, outcome: Outcome::Unresolved, token: None, contention: false, attempt_ns: None };
                 self.open.insert(*p, o)
             }
-            Record::Ok { p, ns, token, .. } => self.complete(*p, *ns, Outcome::Ok, *token, false),
+            Record::Ok { p, ns, token, attempt, .. } => {
+                let mut o = self.complete(*p, *ns, Outcome::Ok, *token, false)?;
+                o.attempt_ns = *attempt;
+                Some(o)
+            }
             Record::Fail { p, ns, kind, error, .. } => {
                 let contention = match kind.as_deref() {
                     Some(k) => k == "timeout" || k == "busy",
@@ -115,35 +117,35 @@ impl Pairing {
     }
 }
 
-/// The nemesis records of a history as fault windows, and the faults that were not windows.
+/// The nemesis records of a history, paired into fault windows at the end.
 #[derive(Debug, Default, Clone)]
 pub struct FaultLog {
-    pub faults: Vec<Fault>,
+    marks: Vec<crate::faultlog::MarkAt>,
     pub skipped: Vec<Skipped>,
 }
 
 impl FaultLog {
-    /// One `nemesis` record.
-    pub fn push(&mut self, f: &str, phase: &str, targets: &[String], ns: u64, detail: &str) {
-        let skip = Skipped { f: f.to_string(), ns, why: detail.to_string() };
-        match phase {
-            // A start whose own check showed it did nothing (a kill that left the
-            // process running) opens no fault window.
-            "start" if crate::nemesis::no_effect(detail) => self.skipped.push(skip),
-            "start" => self.faults.push(Fault { f: f.to_string(), targets: targets.to_vec(), start: ns, end: None }),
-            "end" => {
-                if let Some(i) = self.faults.iter().rposition(|x| x.f == f && x.end.is_none()) {
-                    // A fault its probe showed doing nothing (a cut that dropped no
-                    // traffic) is no fault window: judged as if it had been skipped.
-                    if crate::nemesis::no_effect(detail) {
-                        self.faults.remove(i);
-                        self.skipped.push(skip);
-                    } else {
-                        self.faults[i].end = Some(ns);
-                    }
-                }
-            }
-            _ => self.skipped.push(skip),
+    /// One `nemesis` record (any other record is ignored).
+    pub fn push(&mut self, r: &Record) {
+        let Record::Nemesis { f, phase, targets, ns, detail, effect, side, stand_in } = r else { return };
+        let effect = effect.clone().unwrap_or_else(|| crate::faultlog::Effect::from_detail(detail));
+        if *phase == crate::faultlog::Mark::Skipped {
+            self.skipped.push(Skipped { f: f.clone(), ns: *ns, why: detail.clone() });
+            return;
         }
+        self.marks.push(crate::faultlog::MarkAt {
+            f: f.clone(),
+            mark: *phase,
+            targets: targets.clone(),
+            at: *ns,
+            effect,
+            side: side.unwrap_or_else(|| crate::faultlog::Side::of_name(f)),
+            stand_in: stand_in.clone(),
+        });
+    }
+
+    /// Every window, whatever its side and effect (each checker picks what it judges).
+    pub fn windows(&self) -> Vec<Fault> {
+        crate::faultlog::pair(&self.marks)
     }
 }

@@ -30,7 +30,7 @@ impl History {
                     h.end_ns = h.end_ns.max(s.exit);
                     h.sections.push(s);
                 }
-                Record::Nemesis { f, phase, targets, ns, detail } => h.faults.push(f, phase, targets, *ns, detail),
+                Record::Nemesis { .. } => h.faults.push(r),
                 _ => h.ops.extend(pairing.push(r)),
             }
         }

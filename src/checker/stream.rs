@@ -26,7 +26,7 @@ use extsort::ExternalSorter;
 
 use super::item::{Context, Item, SectionItem, Stamped, SEGMENT_ITEMS};
 use super::ops::{FaultLog, Pairing};
-use super::{availability, contention, fencing, lost_update, mutex, CheckResult, OpRecord, Outcome, SegmentVerdict, Validity};
+use super::{availability, contention, fencing, lost_update, mutex, windows, CheckResult, OpRecord, Outcome, SegmentVerdict, Validity};
 use crate::history::{Meta, Op, Record};
 
 /// One segment fed record by record, checked at [`SegmentStream::finish`].
@@ -58,6 +58,8 @@ impl SegmentStream {
             ttl_ns: meta.as_ref().and_then(Meta::window_ns),
             fencing_tokens: meta.as_ref().map(|m| m.fencing_tokens),
             split_votes: meta.as_ref().is_some_and(|m| m.split_votes),
+            choreographed: meta.as_ref().is_some_and(|m| m.choreographed),
+            allowance_ns: meta.as_ref().and_then(|m| m.recovery_allowance_ms).unwrap_or(0) * 1_000_000,
             ..Default::default()
         };
         SegmentStream { meta, sorter, serial: 0, ctx, pairing: Pairing::default(), faults: FaultLog::default(), holding: HashMap::new(), interrupted_ns: None, cancelled: 0 }
@@ -78,7 +80,10 @@ impl SegmentStream {
             Some(r) => self.ctx.plus_ttl(r.complete_ns.unwrap_or(release_invoke)),
             None => u64::MAX,
         };
-        self.emit(acq.invoke_ns, Item::Claim { start: acq.invoke_ns, end: end.max(acq.invoke_ns + 1), p: acq.p, key: acq.key })
+        // A polling lock's earlier attempts were refused: it could hold only from the attempt
+        // that was granted, so only from there does it explain another's refusal.
+        let from = acq.attempt_ns.filter(|&a| a >= acq.invoke_ns).unwrap_or(acq.invoke_ns);
+        self.emit(from, Item::Claim { start: from, end: end.max(from + 1), p: acq.p, key: acq.key })
     }
 
     fn finished(&mut self, o: OpRecord) -> std::io::Result<()> {
@@ -121,7 +126,7 @@ impl SegmentStream {
                 }
                 self.emit(s.enter, Item::Section(s))?;
             }
-            Record::Nemesis { f, phase, targets, ns, detail } => self.faults.push(f, phase, targets, *ns, detail),
+            Record::Nemesis { .. } => self.faults.push(r),
             _ => {
                 if let Record::Info { p, f, error, .. } = r {
                     if *f == Op::Acquire && error.contains(crate::history::CANCELLED) && self.pairing.open(*p).is_some_and(|o| o.f == Op::Acquire) {
@@ -158,7 +163,8 @@ impl SegmentStream {
             self.ended(acq, end.max(start) + 1, None)?;
         }
         let log = std::mem::take(&mut self.faults);
-        (self.ctx.faults, self.ctx.skipped) = (log.faults, log.skipped);
+        (self.ctx.faults, self.ctx.skipped) = (log.windows(), log.skipped);
+        self.ctx.interrupted = self.interrupted_ns.is_some();
         let ctx = self.ctx.clone();
         let sorted = self.sorter.done()?;
 
@@ -166,14 +172,14 @@ impl SegmentStream {
         let mut replay = lost_update::Replay::new();
         let mut fence = fencing::Fencing::new(&ctx);
         let mut cont = contention::Contention::new(&ctx);
-        let mut avail = availability::AvailabilityChecker::new(&ctx);
+        let mut wins = windows::Windows::new(&ctx);
         for s in sorted {
             let s = s?;
             mutex.item(&s);
             replay.item(&s);
             fence.item(&s);
             cont.item(&s);
-            avail.item(&s);
+            wins.item(&s);
         }
         replay.drain();
         let mut results: Vec<CheckResult> = vec![mutex.finish(), lost_update::result(&replay, &ctx), cont.finish()];
@@ -182,12 +188,13 @@ impl SegmentStream {
         if ctx.fencing_tokens != Some(false) {
             results.push(fence.finish(&replay));
         }
-        results.push(avail.finish());
+        let seen = wins.finish();
+        results.push(availability::result(&seen, &ctx));
         let valid = results.iter().map(|r| r.valid).max().unwrap_or(Validity::Unknown);
         let (backend, workload) =
             self.meta.as_ref().map(|m| (m.backend.clone(), m.workload.clone())).unwrap_or_else(|| ("unknown".into(), "unknown".into()));
         let phase = self.meta.as_ref().map(|m| m.phase_id()).unwrap_or_default();
-        Ok(SegmentVerdict { backend, workload, phase, valid, results, interrupted_ns: self.interrupted_ns, cancelled: self.cancelled })
+        Ok(SegmentVerdict { backend, workload, phase, valid, results, interrupted_ns: self.interrupted_ns, cancelled: self.cancelled, windows: Some(seen) })
     }
 }
 

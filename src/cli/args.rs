@@ -94,7 +94,8 @@ pub(crate) enum Command {
     Schema,
     /// Run failure scenarios from the catalogue against what is expected.
     ///
-    /// Runs catalogue entries (S1-S10, J1, U1-U7, or all) on the backends they apply to.
+    /// Runs catalogue entries (S1-S10, J1, U1-U7, or all) on the backends they apply to;
+    /// `dlbench scenario list` prints every entry's id, title and source, and runs nothing.
     /// S1-S10 and J1: without and with fencing, what was expected against what was observed.
     /// U1-U7, the failures lock users report: a figure per backend and case ("what users
     /// hit"), each with its evidence file. Writes a result set. Exit 1 on a contradiction or
@@ -202,7 +203,8 @@ pub(crate) struct CompareArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct ScenarioArgs {
-    /// Entries, comma-separated (S1,S3), or `all`: S1 holder pauses past its TTL, S2 write
+    /// Entries, comma-separated (S1,S3), `all`, or `list` (print every entry with its title
+    /// and source, exit 0): S1 holder pauses past its TTL, S2 write
     /// delayed past release, S3 Redlock clock jump, S4 Redlock node restarts empty, S5 Redis
     /// failover, S6 holder partitioned, S7 waiter's session expires, S8 leader killed,
     /// S9 follower paused, S10 PostgreSQL restarted, J1 Jepsen's etcd lock setup, P1 power
@@ -338,7 +340,7 @@ pub(crate) struct RunArgs {
     /// (pg-advisory, pg-advisory-xact, mariadb, mariadb-get-lock, redisson, etcd-v3lock,
     /// nats);
     /// `memory` is the in-process reference.
-    #[arg(long, default_value = "default", help_heading = "Target")]
+    #[arg(long, visible_alias = "backend", default_value = "default", help_heading = "Target")]
     pub(crate) backends: String,
     /// Workloads to run in order, comma-separated: shipped names (hot-key, many-keys, zipf,
     /// long-hold, open-loop) or TOML files; the flags under Workload override the workloads'
@@ -387,9 +389,8 @@ pub(crate) struct RunArgs {
     /// then again), so that `compare` can judge a change against the spread.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), help_heading = "Workload")]
     pub(crate) repeat: u32,
-    /// Faults to inject in turn, comma-separated: kill, pause, partition, isolate, delay,
-    /// clock, failover, power-loss, each optionally :random, :leader, :minority, :majority or :all
-    /// (e.g. kill:leader,pause). Adds the AP / CP table to the output [default: none]
+    /// Faults to inject in turn, comma-separated (the faults and targets are written into
+    /// this help from the parser's own lists by `command()`).
     #[arg(long, help_heading = "Faults")]
     pub(crate) nemesis: Option<String>,
     /// Start a fault every this often; each lasts half of it.
@@ -550,7 +551,9 @@ pub fn command() -> clap::Command {
             c
         });
     }
-    // Its glossary is built from the judgement's constants, so it is added here.
-    cmd.mut_subcommand("run", |c| c.after_long_help(run_after_long_help()))
+    // Its glossary is built from the judgement's constants, and --nemesis's help from the
+    // parser's lists of faults and targets, so both are added here.
+    let nemesis = nemesis_help();
+    cmd.mut_subcommand("run", |c| c.after_long_help(run_after_long_help()).mut_arg("nemesis", |a| a.help(nemesis.clone()).long_help(nemesis)))
 }
 

@@ -75,6 +75,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             output::trended(&trend, &a.html, a.json.as_deref())
         }
         Command::Calibrate(a) => calibrate(a, cancel).await,
+        Command::Scenario(a) if a.ids.trim().eq_ignore_ascii_case("list") => Ok(output::scenario_list()),
         Command::Scenario(a) => {
             install_signals(cancel.clone());
             let args = crate::scenario::command::ScenarioArgs {
@@ -137,9 +138,15 @@ pub(crate) fn check(a: CheckArgs) -> anyhow::Result<i32> {
         }
         anyhow::bail!("{} is a directory, not a history file (dlbench run writes RUN_DIR/history.jsonl)", a.history.display());
     }
-    let verdicts = crate::checker::check_file(&a.history)?;
+    let (verdicts, read) = crate::checker::check_file_counted(&a.history)?;
     if verdicts.is_empty() {
         anyhow::bail!("{} holds no operations", a.history.display());
+    }
+    // A run killed mid-write leaves a cut last line: what was judged is said, so the reader
+    // knows the tail is missing (on stderr under --json, which keeps stdout JSON).
+    if read.torn_tail {
+        let note = format!("read {} records of {}; ignored its partial last line (cut off: the writer was killed)", read.records, a.history.display());
+        if a.json { eprintln!("dlbench: {note}") } else { println!("{note}") }
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&verdicts)?);

@@ -45,6 +45,17 @@ pub(crate) fn glossary_text(width: usize) -> String {
     s
 }
 
+/// `run --nemesis`'s help, written from the lists `FaultSpec`'s parser reads, so a fault or
+/// target the parser accepts is one the help names.
+pub(crate) fn nemesis_help() -> String {
+    use crate::nemesis::{either, FAULT_NAMES, TARGET_NAMES};
+    format!(
+        "Faults to inject in turn, comma-separated: {}, each optionally {} (e.g. kill:leader,pause). Adds the AP / CP table to the output [default: none]",
+        FAULT_NAMES.iter().map(|f| f.0).collect::<Vec<_>>().join(", "),
+        either(TARGET_NAMES.iter().map(|t| format!(":{}", t.0)))
+    )
+}
+
 pub(crate) const UP_EXAMPLES: &str = "\
 Examples:
   dlbench up --endpoints ep.toml                # every backend, until Ctrl-C
@@ -87,6 +98,7 @@ Examples:
 
 pub(crate) const SCENARIO_EXAMPLES: &str = "\
 Examples:
+  dlbench scenario list                         # every entry: id, title, source
   dlbench scenario all                          # every entry on every backend it applies to
   dlbench scenario S1,S3 --backends redlock
   dlbench scenario S8 --backends etcd,zookeeper

@@ -9,10 +9,33 @@ use std::path::Path;
 use crate::checker::Validity;
 use crate::run::Finished;
 
+/// The exit status of a run whose verdicts contradict themselves (EX_SOFTWARE): a bug in
+/// dlbench, never a finding about a lock.
+pub const CONTRADICTED: i32 = 70;
+/// Set (by the test suite) to fail a command whose verdicts contradict themselves, rather
+/// than only saying so.
+pub const STRICT_VERDICTS: &str = "DLBENCH_STRICT_VERDICTS";
+
+/// Every verdict of the run set walked for a statement that contradicts another of the same
+/// record (`judgement::contradictions`); each one found is said on stderr. Under
+/// [`STRICT_VERDICTS`], the exit status becomes [`CONTRADICTED`].
+fn contradicted(summary: &crate::summary::Summary) -> Option<i32> {
+    let found = summary.contradictions();
+    for c in &found {
+        eprintln!("dlbench: internal error: a verdict contradicts itself: {c}");
+    }
+    (!found.is_empty() && std::env::var_os(STRICT_VERDICTS).is_some()).then_some(CONTRADICTED)
+}
+
 /// A run's (or soak's) report, its tables on the terminal, and its exit status: 130 when
 /// interrupted, the soak's own verdict for a soak, else the worst verdict's (Jepsen's
 /// convention) unless `--no-fail-on-violation`.
 pub(super) fn run_finished(f: &Finished) -> i32 {
+    let code = run_code(f);
+    contradicted(&f.summary).unwrap_or(code)
+}
+
+fn run_code(f: &Finished) -> i32 {
     let summary = &f.summary;
     write_report(&f.dir);
     println!("{}", crate::report::text::table(summary));
@@ -105,11 +128,8 @@ pub(super) fn merged(summary: &crate::summary::Summary, dir: &Path, fail_on_viol
     println!("{}", crate::report::text::table(summary));
     println!("{}", crate::report::text::shard_markdown(summary));
     println!("results: {}", dir.join("summary.json").display());
-    if fail_on_violation {
-        crate::judgement::exit_code(summary.worst())
-    } else {
-        0
-    }
+    let code = if fail_on_violation { crate::judgement::exit_code(summary.worst()) } else { 0 };
+    contradicted(summary).unwrap_or(code)
 }
 
 /// Scenarios: the report, the tables, the result path and every contradiction; exit 1 on a
@@ -144,10 +164,26 @@ pub(super) fn scenarios(summary: &crate::summary::Summary, dir: &Path) -> i32 {
     if unmeasured > 0 {
         eprintln!("dlbench: {unmeasured} measurement(s) without evidence or against their expectation (the table's NO rows)");
     }
-    if contradictions + unmeasured > 0 {
-        return 1;
+    let code = if contradictions + unmeasured > 0 {
+        1
+    } else if summary.complete {
+        0
+    } else {
+        130
+    };
+    contradicted(summary).unwrap_or(code)
+}
+
+/// `dlbench scenario list`: every catalogue entry on one line (id, title, and the published
+/// source it reproduces, where it has one), in catalogue order, as `cargo test --list` lists
+/// tests; exit 0.
+pub(super) fn scenario_list() -> i32 {
+    let width = crate::catalogue::CATALOGUE.iter().map(|e| e.id.len()).max().unwrap_or(0);
+    for e in crate::catalogue::CATALOGUE {
+        let source = e.published.map(|p| format!("  (source: {})", p.source)).unwrap_or_default();
+        println!("{:<width$}  {}{source}", e.id, e.title);
     }
-    if summary.complete { 0 } else { 130 }
+    0
 }
 
 /// summary.md and report.html beside the summary.json a command wrote. A report that cannot

@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::endpoints::{Endpoints, FaultCommands};
+use crate::faultlog::Effect;
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, Faults, NodeRef};
 use crate::cluster::probe;
@@ -110,7 +111,36 @@ impl ExternalTarget {
     fn name(k: BackendKind, i: usize) -> String {
         format!("{k}-{}", i + 1)
     }
+
+    /// Whether node `n` stopped answering a client after a kill, pause or isolate: the
+    /// evidence, seen from the bench, that the user's command did what it says. Polled for a
+    /// little while (a service manager may take a moment to stop the process). None where
+    /// the probe cannot tell: a TLS section (a plain request proves nothing there), or a
+    /// server that closes without answering even when up.
+    async fn stopped_answering(&self, n: &NodeRef, what: &str) -> Option<Effect> {
+        let (k, i) = self.nodes[n.index];
+        let section = self.endpoints.get(k)?;
+        if section.tls.is_some() {
+            return None;
+        }
+        let addr = section.endpoints.get(i)?.clone();
+        let deadline = std::time::Instant::now() + STOP_WAIT;
+        loop {
+            match probe::reach(&addr, k, Duration::from_millis(1500)).await {
+                probe::Reach::Unreachable(e) => return Some(Effect::confirmed(format!("{} does not answer a client ({e})", n.name))),
+                probe::Reach::Unclear(e) => return Some(Effect::unchecked(format!("{} cannot be probed ({e})", n.name))),
+                probe::Reach::Answered(ms) if std::time::Instant::now() >= deadline => {
+                    return Some(Effect::none(format!("NOT {what}: {} still answered a client in {ms:.0} ms, {} s after the command", n.name, STOP_WAIT.as_secs())));
+                }
+                probe::Reach::Answered(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
 }
+
+/// How long a node may keep answering after the fault command before the fault counts as
+/// having had no effect.
+const STOP_WAIT: Duration = Duration::from_secs(3);
 
 #[async_trait]
 impl Faults for ExternalTarget {
@@ -136,7 +166,7 @@ impl Faults for ExternalTarget {
         }
     }
 
-    async fn leader(&self, kind: BackendKind) -> Option<NodeRef> {
+    async fn leader(&self, kind: BackendKind, lock_ttl: Duration) -> Option<NodeRef> {
         let section = self.endpoints.get(kind)?;
         if section.tls.is_some() {
             return None; // not probed over TLS: the nemesis picks a node instead
@@ -144,7 +174,7 @@ impl Faults for ExternalTarget {
         let eps = section.endpoints.clone();
         let nodes = self.nodes(kind);
         let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        probe::leader(kind, &eps, &names, self.passwords.get(&kind.server()).map(String::as_str), self.timeouts.connect).await.map(|i| nodes[i].clone())
+        probe::leader(kind, &eps, &names, self.passwords.get(&kind.server()).map(String::as_str), self.timeouts.connect, lock_ttl).await.map(|i| nodes[i].clone())
     }
 
     async fn kill(&self, n: &NodeRef) -> Result<(), String> {
@@ -177,6 +207,28 @@ impl Faults for ExternalTarget {
             self.isolated.lock().unwrap().insert(n.index);
         }
         Ok(())
+    }
+
+    async fn observe(&self, kind: FaultKind, n: &NodeRef) -> Option<Effect> {
+        match kind {
+            FaultKind::Kill => self.stopped_answering(n, "killed").await,
+            FaultKind::Pause => self.stopped_answering(n, "paused").await,
+            _ => None,
+        }
+    }
+
+    async fn evidence(&self, kind: FaultKind, targets: &[NodeRef], _rest: &[NodeRef], _d: Duration) -> Option<Effect> {
+        match kind {
+            // An external isolate cuts a node off from everyone, the bench's clients included.
+            FaultKind::Isolate => {
+                let mut seen = Vec::new();
+                for n in targets {
+                    seen.push(self.stopped_answering(n, "cut off").await?);
+                }
+                seen.into_iter().reduce(|a, b| a.and(b))
+            }
+            _ => None,
+        }
     }
 
     async fn heal_network(&self) -> Result<(), String> {

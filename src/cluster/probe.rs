@@ -30,8 +30,8 @@ pub async fn healthy(kind: BackendKind, endpoints: &[String], password: Option<&
 }
 
 /// The endpoint (index into `endpoints`) of the node that leads, for etcd and ZooKeeper,
-/// and for NATS the server that leads the lock bucket's stream.
-pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], password: Option<&str>, within: Duration) -> Option<usize> {
+/// and for NATS the server that leads the stream of the bucket of `lock_ttl`.
+pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], password: Option<&str>, within: Duration, lock_ttl: Duration) -> Option<usize> {
     match kind.server() {
         BackendKind::Etcd => {
             for ep in endpoints {
@@ -51,7 +51,7 @@ pub async fn leader(kind: BackendKind, endpoints: &[String], names: &[String], p
         }
         BackendKind::Nats => {
             for ep in endpoints {
-                if let Ok(name) = nats::leader_name(ep, password, within).await {
+                if let Ok(name) = nats::leader_name(ep, password, within, lock_ttl).await {
                     return names.iter().position(|n| *n == name);
                 }
             }
@@ -91,4 +91,59 @@ pub async fn versions(e: &Endpoints, password: Option<&str>, within: Duration) -
         out.insert(k.name().to_string(), v.unwrap_or_else(|e| format!("unknown ({e})")));
     }
     Ok(out)
+}
+
+/// What a server's smallest request got: an answer in so many ms; no answer (refused,
+/// reset or silent past the bound: the node is down, stopped or cut off); or a reply that
+/// says nothing about the node (it closed without answering, as a ZooKeeper without the
+/// four-letter words does, or no probe speaks its protocol).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reach {
+    Answered(f64),
+    Unreachable(String),
+    Unclear(String),
+}
+
+/// Send a server its smallest request (see [`round_trip`]) and say what came back.
+pub async fn reach(addr: &str, kind: BackendKind, within: Duration) -> Reach {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask: &[u8] = match kind.server() {
+        BackendKind::Redis | BackendKind::Redlock => b"PING\r\n",
+        BackendKind::Etcd => b"GET /health HTTP/1.1\r\nHost: etcd\r\n\r\n",
+        BackendKind::Zookeeper => b"srvr",
+        // SSLRequest: the server answers one byte, S or N.
+        BackendKind::Postgres => &[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f],
+        // MariaDB and NATS speak first: the time from connecting to their greeting.
+        BackendKind::Mariadb | BackendKind::Nats => b"",
+        _ => return Reach::Unclear(format!("no probe for {kind}")),
+    };
+    let go = async {
+        let before = std::time::Instant::now();
+        let mut c = match tokio::net::TcpStream::connect(addr).await {
+            Ok(c) => c,
+            Err(e) => return Reach::Unreachable(e.to_string()),
+        };
+        // A server that speaks first is timed from the connect.
+        let t0 = if ask.is_empty() { before } else { std::time::Instant::now() };
+        if let Err(e) = c.write_all(ask).await {
+            return Reach::Unreachable(e.to_string());
+        }
+        let mut b = [0u8; 1];
+        match c.read(&mut b).await {
+            Ok(1) => Reach::Answered(t0.elapsed().as_secs_f64() * 1e3),
+            Ok(_) => Reach::Unclear("closed without an answer".to_string()),
+            Err(e) => Reach::Unreachable(e.to_string()),
+        }
+    };
+    tokio::time::timeout(within, go).await.unwrap_or_else(|_| Reach::Unreachable(format!("no answer in {} s", within.as_secs_f64())))
+}
+
+/// The time from sending a server its smallest request to the first byte of its answer, in
+/// ms (the connection is opened first and not counted; MariaDB and NATS, which speak first,
+/// from the connect to their greeting).
+pub async fn round_trip(addr: &str, kind: BackendKind, within: Duration) -> Result<f64, String> {
+    match reach(addr, kind, within).await {
+        Reach::Answered(ms) => Ok(ms),
+        Reach::Unreachable(e) | Reach::Unclear(e) => Err(e),
+    }
 }

@@ -34,7 +34,7 @@ pub fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
 
 /// Worse verdicts rank higher (the judgement's ranking of its own words).
 fn safety_rank(w: &WorkloadSummary) -> u8 {
-    crate::judgement::violation_rank(w.verdict.as_ref().map(|v| v.safety.as_str()))
+    crate::judgement::violation_rank(w.verdict.as_ref().map(|v| v.safety))
 }
 
 /// A phase's identity in a comparison: backend, workload, clients.
@@ -275,7 +275,7 @@ impl Phase<'_> {
         let wn = self.new.iter().copied().max_by_key(|w| safety_rank(w)).expect("a phase has a sample");
         let (rb, rn) = (safety_rank(wb), safety_rank(wn));
         (rn != rb || rn > 0).then(|| {
-            let v = |w: &WorkloadSummary| w.verdict.as_ref().map(|v| v.safety.clone()).unwrap_or_else(|| crate::judgement::NO_VERDICT.into());
+            let v = |w: &WorkloadSummary| w.verdict.as_ref().map_or(crate::judgement::NO_VERDICT, |v| v.safety.as_str());
             let verdict = if rn > rb { Change::Regressed } else if rn < rb { Change::Improved } else { Change::Unchanged };
             let samples = (self.base.len(), self.new.len());
             Row { verdict, safety: rn > rb, note: format!("{} -> {}", v(wb), v(wn)), ..self.row("verdict", Some(rb as f64), Some(rn as f64), samples) }

@@ -162,7 +162,12 @@ impl Client {
         };
         sh.in_flight.fetch_sub(1, Ordering::SeqCst);
         let got = Instant::now();
-        sh.completion(p, Op::Acquire, key, got, r.as_ref().map(|l| l.token.map(|t| t.0)));
+        let mut rec = Record::completion(p, Op::Acquire, key, sh.hist_ns(got), r.as_ref().map(|l| l.token.map(|t| t.0)));
+        // A polling lock's grant came from its last attempt: its claim starts there.
+        if let (Record::Ok { attempt, .. }, Ok(l)) = (&mut rec, &r) {
+            *attempt = (l.invoked_at > turn.t0).then(|| sh.hist_ns(l.invoked_at));
+        }
+        sh.op(rec);
         (r, got)
     }
 
@@ -221,7 +226,7 @@ impl Client {
                 Flow::Go
             }
             Err(e) => {
-                sh.recorder.failed(self.c, release_kind(&e));
+                sh.recorder.failed(self.c, release_kind(&e), turn.measured);
                 // A release that failed may leave the claim behind, kept alive by
                 // this client's session: retire the client so the claim expires.
                 if matches!(e, LockError::NotHeld(_)) { Flow::Go } else { Flow::Retire }
@@ -303,7 +308,7 @@ async fn new_client(sh: &Shared, c: usize) -> Option<Box<dyn DistLock>> {
         match sh.backend.client().await {
             Ok(client) => return Some(client),
             Err(e) => {
-                sh.recorder.failed(c, e.kind());
+                sh.recorder.failed(c, e.kind(), Instant::now() >= sh.measure_from);
                 tokio::select! {
                     _ = sh.stop.cancelled() => return None,
                     _ = tokio::time::sleep(Duration::from_millis(100)) => {}

@@ -30,7 +30,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::history::HistoryWriter;
-use crate::nemesis::NemesisEvent;
+use crate::faultlog::NemesisEvent;
 use crate::phase::{quiet_tail, PhaseResult};
 use crate::stats::{new_histogram, HlogWriter, TimePoint};
 use crate::workload::Workload;
@@ -70,6 +70,9 @@ pub struct PhaseOutputs {
     /// How long before the phase's end faults stop (default: a quarter of the phase, 2 s at
     /// least), so that whether the service recovered can be seen.
     pub quiet_tail: Option<Duration>,
+    /// What the servers need after a heal, besides the TTL, to grant again (recorded in the
+    /// history's `meta`, so recovery is judged only past it).
+    pub recovery_allowance: Option<Duration>,
     /// Snapshot the cost counters at the measured window's start and end (see `cost`).
     pub cost: Option<crate::cost::CostProbe>,
     /// This phase is one shard of a larger one (`run --shard I/N`): its clients are
@@ -145,7 +148,7 @@ impl Running {
         // before the phase ends (a run always ends healed, and shows whether it recovered).
         let faults_stop = cancel.child_token();
         let faults = faults.map(|f| {
-            let tail = tail.unwrap_or_else(|| quiet_tail(w.duration)).min(w.duration / 2);
+            let tail = tail.unwrap_or_else(|| quiet_tail(w.duration)).min(w.duration);
             window::spawn_faults(f, shared.resource.epoch(), shared.measure_from, end - tail, faults_stop.clone())
         });
         Ok(Running { shared, clients, ticker, probe, cost_probe, cost_start, faults_stop, faults })
@@ -210,6 +213,7 @@ impl Running {
             peak_rss_mb: self.ticker.peak_rss_kb.map(|kb| (kb as f64 / 1024.0 * 10.0).round() / 10.0),
             started_wall: std::time::SystemTime::now() - sh.started.elapsed(),
             history_epoch_wall: std::time::SystemTime::now() - sh.resource.epoch().elapsed(),
+            choreographed: false,
         })
     }
 }

@@ -165,6 +165,8 @@ async fn open_history(
             started_at: crate::results::now_rfc3339(),
             split_votes: caps.consistency == dlbench_core::Consistency::Ap,
             granted_ttl,
+            choreographed: false,
+            recovery_allowance_ms: out.recovery_allowance.map(|d| d.as_millis() as u64),
         }));
         h.clone()
     })

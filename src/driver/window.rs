@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::shared::Shared;
 use super::{FaultRunner, OnTick, Tick};
 use crate::history::Record;
-use crate::nemesis::NemesisEvent;
+use crate::faultlog::NemesisEvent;
 use crate::stats::{new_histogram, HlogWriter, TimePoint};
 use crate::workload::Workload;
 

@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::CheckResult;
 
-use super::{AVAILABLE_RATIO, DEGRADED_RATIO};
 
 /// Availability during the faults that were applied.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -89,22 +88,6 @@ impl Availability {
 
     /// `available`, `degraded`, `unavailable`, or `unknown` (no rate to compare with).
     pub fn label(&self) -> &'static str {
-        match self.ratio {
-            Some(r) if r >= AVAILABLE_RATIO => "available",
-            Some(r) if r >= DEGRADED_RATIO => "degraded",
-            Some(_) => "unavailable",
-            None => "unknown",
-        }
-    }
-}
-
-/// The availability words and the class, as they stand, for a phase with faults that took
-/// effect and an availability measured with a rate to compare with.
-pub(super) fn availability_word(a: &Availability) -> Option<&'static str> {
-    match a.ratio {
-        Some(r) if r >= AVAILABLE_RATIO => Some("available"),
-        Some(r) if r >= DEGRADED_RATIO => Some("degraded"),
-        Some(_) => Some("unavailable"),
-        None => None,
+        self.ratio.map_or("unknown", |r| super::words::AvailWord::of_ratio(r).as_str())
     }
 }

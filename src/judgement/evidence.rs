@@ -10,13 +10,13 @@ use super::Availability;
 /// A checker's answer without its evidence (that is in `checks.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckBrief {
-    pub checker: String,
+    pub checker: crate::checker::CheckerId,
     pub valid: Validity,
     pub message: String,
 }
 
 pub fn briefs(v: &SegmentVerdict) -> Vec<CheckBrief> {
-    v.results.iter().map(|r| CheckBrief { checker: r.checker.clone(), valid: r.valid, message: r.message.clone() }).collect()
+    v.results.iter().map(|r| CheckBrief { checker: r.checker, valid: r.valid, message: r.message.clone() }).collect()
 }
 
 /// The protected resource's safety counts, declared once: a phase's and a backend's summary
@@ -80,6 +80,37 @@ impl<'a> std::iter::Sum<&'a SafetyCounts> for SafetyCounts {
     }
 }
 
+/// A scenario entry's expectation for a phase of its choreography, and whether the
+/// observation met it ([`super::meets`] decided).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Expectation {
+    /// The entry: `S1`, `S4`.
+    pub entry: String,
+    pub met: bool,
+    /// "expected violation, observed 2 overlap(s)".
+    pub words: String,
+}
+
+impl Expectation {
+    /// Several choreographies' expectations as one: met when each was, every entry named.
+    pub fn all<'a>(it: impl IntoIterator<Item = &'a Expectation>) -> Option<Expectation> {
+        let v: Vec<&Expectation> = it.into_iter().collect();
+        if v.is_empty() {
+            return None;
+        }
+        let mut entries: Vec<&str> = Vec::new();
+        for e in &v {
+            if !entries.contains(&e.entry.as_str()) {
+                entries.push(&e.entry);
+            }
+        }
+        let missed: Vec<String> = v.iter().filter(|e| !e.met).map(|e| format!("{}: {}", e.entry, e.words)).collect();
+        let met = missed.is_empty();
+        let words = if met { format!("{} of {} case(s) as expected", v.len(), v.len()) } else { missed.join("; ") };
+        Some(Expectation { entry: entries.join(", "), met, words })
+    }
+}
+
 /// The measurements a verdict is made of.
 #[derive(Debug, Clone, Default)]
 pub struct Measured {
@@ -101,12 +132,22 @@ pub struct Measured {
     pub faults_skipped: Vec<String>,
     /// Faults that started but were shown to do nothing (a cut that dropped no traffic).
     pub faults_no_effect: Vec<String>,
+    /// Faults that started but nothing could tell whether they took effect.
+    pub faults_unchecked: Vec<String>,
+    /// The phase's fault windows, judged (a backend's: one per phase); empty without a history.
+    pub windows: Vec<super::window::Windows>,
+    /// A scenario's choreography: its expectation, judged by the scenario runner.
+    pub expectation: Option<Expectation>,
+    /// The part of the measurement that is not a scenario's choreography, when some is: the
+    /// lock and fencing axes and the class read it (the choreography answers to its
+    /// expectation). None: all of it.
+    pub unscripted: Option<Box<Measured>>,
     /// Mean over keys of the fraction of wall time some holder was inside.
     pub exposure: Option<f64>,
 }
 
 impl Measured {
-    pub(super) fn worst(&self, names: &[&str]) -> Option<Validity> {
-        self.checks.iter().filter(|c| names.contains(&c.checker.as_str())).map(|c| c.valid).max()
+    pub(super) fn worst(&self, names: &[crate::checker::CheckerId]) -> Option<Validity> {
+        self.checks.iter().filter(|c| names.contains(&c.checker)).map(|c| c.valid).max()
     }
 }

@@ -28,15 +28,20 @@ use serde::{Deserialize, Serialize};
 use crate::checker::Validity;
 
 mod availability;
+mod axes;
 mod evidence;
 pub mod glossary;
+mod headline;
 pub mod matrix;
 mod scenario;
 mod verdict;
+pub mod window;
+pub mod words;
 pub use availability::Availability;
-pub use evidence::{briefs, CheckBrief, Measured, SafetyCounts};
+pub use evidence::{briefs, CheckBrief, Expectation, Measured, SafetyCounts};
+pub use headline::{CONTRADICTS, FAILED_ACQUIRE, HISTORY_INVALID, NOT_RECOVERED, RECOVERY_NOT_JUDGED, TWO_HOLDERS_UNFENCED};
 pub use scenario::{meets, Expect, Expected, PowerSeen, Seen};
-pub use verdict::{verdict, Verdict};
+pub use verdict::{listed, verdict, Verdict};
 
 /// Below this exposure (fraction of wall time some holder was inside, mean over keys) the
 /// evidence for "no overlap" is weak.
@@ -64,6 +69,12 @@ pub const NOT_TESTED: &str = "not tested";
 /// Tokens went backwards or a legitimate holder was refused (also a scenario's expectation).
 pub const FENCING_BROKEN: &str = "fencing broken";
 
+/// Whether two holders were caught by fencing on the side `mode` speaks for (every stale
+/// write refused, nothing broken): a window's two holders then read "safe with fencing".
+pub fn fenced(m: &Measured, mode: FencingMode) -> bool {
+    axes::safety(m, mode).fenced
+}
+
 /// Jepsen's convention, as `dlbench check` uses it: 0 valid, 1 invalid, 3 unknown.
 pub fn exit_code(v: Validity) -> i32 {
     match v {
@@ -90,20 +101,11 @@ pub fn no_class(asked: bool) -> &'static str {
 /// verdicts were recorded): never a safety word.
 pub const NO_VERDICT: &str = "no verdict recorded";
 
-/// The safety words a verdict can carry.
-pub const SAFETY_WORDS: [&str; 7] = ["safe", "no violation seen", "not tested", "safe with fencing", "unknown", "fencing broken", "unsafe"];
-
 /// How bad a safety word is as a violation, for `compare`: no violation (whatever the
 /// strength of the evidence, a missing verdict included) 0, safe with fencing 1, unknown 2,
-/// fencing broken 3, unsafe or a word this build does not know 4.
-pub fn violation_rank(word: Option<&str>) -> u8 {
-    match word {
-        None | Some("safe" | "no violation seen" | "not tested") => 0,
-        Some("safe with fencing") => 1,
-        Some("unknown") => 2,
-        Some("fencing broken") => 3,
-        _ => 4,
-    }
+/// fencing broken 3, unsafe 4.
+pub fn violation_rank(word: Option<words::SafetyWord>) -> u8 {
+    word.map_or(0, words::SafetyWord::violation_rank)
 }
 
 /// How `compare` judges one metric between two sets of runs (its thresholds and tests are
@@ -146,12 +148,59 @@ pub fn round_share(share: f64) -> f64 {
     (share * scale).round() / scale
 }
 
-/// A share of time printed with the digits it needs: a short hold on many keys is inside
-/// 0.004% of the time, which "0.0%" would hide.
+/// A share of time printed with the digits it needs, in plain decimals: a short hold on
+/// many keys is inside 0.0042% of the time, which "0.0%" would hide and "4.2e-3%" makes a
+/// reader decode. Two significant digits under 0.1%, "<0.001%" below that.
 pub fn percent(share: f64) -> String {
     let p = share * 100.0;
-    if p == 0.0 || p >= 0.1 { format!("{p:.1}%") } else { format!("{p:.1e}%") }
+    if p == 0.0 || p >= 0.095 {
+        return format!("{p:.1}%");
+    }
+    if p < 0.001 {
+        return "<0.001%".into();
+    }
+    // Two significant digits: 0.059, 0.0042, 0.0010.
+    let decimals = (1 - p.log10().floor() as i32).max(0) as usize;
+    format!("{p:.decimals$}%")
+}
+
+
+/// What a verdict says against itself, if anything: a headline that fails an axis the record
+/// passes (or the reverse), "NOT RECOVERED" beside a recovery, a class beside "not tested",
+/// a class from weak evidence, a consistent class beside two holders, an availability word
+/// beside the note that it was not measured. Empty for a verdict that holds together. Tests
+/// walk every verdict of a run set through it.
+pub fn contradictions(v: &Verdict) -> Vec<String> {
+    use crate::checker::windows::Recovery;
+    let mut out = Vec::new();
+    let mut say = |cond: bool, what: &str| {
+        if cond {
+            out.push(format!("{what}: {}", v.summary));
+        }
+    };
+    let not_recovered = v.headline.contains(NOT_RECOVERED);
+    let recovered = matches!(v.recovery_outcome, Some(Recovery::Recovered { .. } | Recovery::CutShort { ms: Some(_), .. }));
+    say(not_recovered && recovered, "NOT RECOVERED beside a recovery");
+    say(v.recovery_outcome.as_ref().is_some_and(Recovery::failed) && !not_recovered, "a failed recovery the headline does not name");
+    say(v.summary.contains("NOT recovered") && v.summary.contains("recovered in"), "NOT recovered and recovered in one line");
+    say(v.class_observed.is_some() && v.class_note.is_some(), "a class beside why there is none");
+    say(v.class_observed.is_some() && v.availability.is_none(), "a class without availability measured");
+    let violated = matches!(v.safety, words::SafetyWord::Unsafe | words::SafetyWord::SafeWithFencing | words::SafetyWord::FencingBroken);
+    say(v.class_observed.is_some_and(|c| c != words::Class::Unknown && c.consistent()) && violated && v.expectation.is_none(), "a consistent class beside two holders or lost state");
+    say(
+        v.class_observed.is_some_and(|c| c.consistent()) && v.evidence == words::Strength::Weak && v.expectation.is_none(),
+        "a consistent class from weak evidence",
+    );
+    say(v.availability.is_some() && v.availability_note.is_some(), "an availability word beside why it was not measured");
+    say(v.availability.is_some() != v.availability_rate.is_some(), "an availability word without its rate, or the reverse");
+    let failed_words = [NOT_RECOVERED, FAILED_ACQUIRE, HISTORY_INVALID, TWO_HOLDERS_UNFENCED, CONTRADICTS, "unsafe", "fencing broken"];
+    let loud = failed_words.iter().any(|w| v.headline.contains(w));
+    say(v.valid == Validity::Invalid && !loud, "exit 1 under a headline that names no failure");
+    let quiet_fail = v.headline.contains(NOT_RECOVERED) || v.headline.contains(FAILED_ACQUIRE) || v.headline.contains(HISTORY_INVALID) || v.headline.contains(TWO_HOLDERS_UNFENCED);
+    say(v.valid == Validity::Valid && quiet_fail, "a failure in the headline of a valid verdict");
+    say(v.safety == words::SafetyWord::NotTested && v.class_observed.is_some_and(|c| c != words::Class::Unknown), "a class beside \"not tested\"");
+    out
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

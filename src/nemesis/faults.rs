@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::FaultKind;
+use crate::faultlog::Effect;
 use crate::kind::BackendKind;
 
 /// A node as the nemesis sees it: an index unique within the target, and a name.
@@ -29,8 +30,10 @@ pub trait Faults: Send + Sync {
     fn nodes(&self, kind: BackendKind) -> Vec<NodeRef>;
     /// Why `fault` cannot be injected on `kind`, if it cannot.
     fn cannot(&self, kind: BackendKind, fault: FaultKind) -> Option<String>;
-    /// The node that leads `kind`'s cluster, if it has one and it answers.
-    async fn leader(&self, kind: BackendKind) -> Option<NodeRef>;
+    /// The node that leads `kind`'s cluster, if it has one and it answers. NATS keeps a
+    /// bucket per lock TTL, each a stream with a leader of its own: `lock_ttl` (the TTL the
+    /// locks of the phase ask for) names the one the locks go through.
+    async fn leader(&self, kind: BackendKind, lock_ttl: Duration) -> Option<NodeRef>;
     async fn kill(&self, n: &NodeRef) -> Result<(), String>;
     async fn start(&self, n: &NodeRef) -> Result<(), String>;
     /// SIGKILL and cut the power under the node's data: its unsynced writes are lost. Its
@@ -56,36 +59,61 @@ pub trait Faults: Send + Sync {
     async fn undo_failover(&self, _old: &NodeRef, _new: &NodeRef) -> Result<(), String> {
         unsupported("fail back")
     }
-    /// Whether a network fault now in force does what it says, seen from outside it: a probe
-    /// through the cut or the delay, described for the fault's end record ("dropped ...",
-    /// "held ..."; "NOT ..." when the probe got through unharmed). None where the target
-    /// has no such probe. Runs while the fault holds, beside the workload.
-    async fn evidence(&self, _kind: FaultKind, _targets: &[NodeRef], _rest: &[NodeRef], _d: Duration) -> Option<String> {
+    /// Whether a network fault now in force does what it says, seen from outside it: traffic
+    /// the cut or the delay really held back (a proxy's count, a probe through it, the
+    /// servers' own view), as the fault's effect (`NoEffect` when nothing was held). None
+    /// where the target has no such probe (the fault is then unchecked, never applied).
+    /// Runs while the fault holds, beside the workload, and returns before it is healed.
+    async fn evidence(&self, _kind: FaultKind, _targets: &[NodeRef], _rest: &[NodeRef], _d: Duration) -> Option<Effect> {
         None
     }
     /// Evidence that a node fault now in force took effect on `n`, for its start record:
-    /// "process gone", "pid 4242 stopped (state T)", "clock +30.0 s by the server's TIME",
-    /// "role:master"; "NOT ..." when it shows the fault did nothing (the fault then counts as
-    /// no effect, never as applied). None where the target cannot tell.
-    async fn observe(&self, _kind: FaultKind, _n: &NodeRef) -> Option<String> {
+    /// "process gone", "pid 4242 stopped (state T)", "clock +30 s by the server's TIME",
+    /// "role:master" (`Confirmed`); `NoEffect` when it shows the fault did nothing (the fault
+    /// then never counts as applied). None where the target cannot tell.
+    async fn observe(&self, _kind: FaultKind, _n: &NodeRef) -> Option<Effect> {
         None
     }
     /// Everything of `kind` back (running, resumed, connected, clocks back), then healthy.
     async fn heal_all(&self, kind: BackendKind) -> Result<(), String>;
 }
 
-/// Which of the faults a target can inject on `kinds`, for the message a run prints.
-pub fn capabilities(f: &dyn Faults, kinds: &[BackendKind]) -> (Vec<String>, Vec<String>) {
-    use FaultKind::*;
+/// Which of the faults a target can inject on `kinds`, for the message a run prints: the
+/// faults it can inject on at least one of them, and of the faults `asked` those it can
+/// inject on none, each with the reason (a fault nobody asked for is no news).
+pub fn capabilities(f: &dyn Faults, kinds: &[BackendKind], asked: &[FaultKind]) -> (Vec<String>, Vec<String>) {
     let (mut can, mut cannot) = (Vec::new(), Vec::new());
-    for k in [Kill, Pause, Partition, Isolate, Delay, Clock, Failover, PowerLoss] {
-        let name = serde_json::to_value(k).unwrap().as_str().unwrap().to_string();
+    for &(name, k) in super::FAULT_NAMES {
         let reasons: Vec<String> = kinds.iter().filter_map(|b| f.cannot(*b, k).map(|r| format!("{b}: {r}"))).collect();
         if reasons.len() < kinds.len() {
-            can.push(name);
-        } else {
+            can.push(name.to_string());
+        } else if asked.contains(&k) {
             cannot.push(format!("{name} ({})", reasons.first().cloned().unwrap_or_default()));
         }
     }
     (can, cannot)
+}
+
+/// The faults asked for that some (not all) of `kinds` will skip, one line per fault and
+/// reason: "partition is skipped on redis, postgres: it runs on one server, with no link
+/// between nodes to cut". The same skips the nemesis records (`Nemesis::start`), said
+/// before the run rather than only in summary.json and the page.
+pub fn skipped_where(f: &dyn Faults, kinds: &[BackendKind], asked: &[FaultKind]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for &(name, k) in super::FAULT_NAMES.iter().filter(|(_, k)| asked.contains(k)) {
+        let why = |b: BackendKind| {
+            f.cannot(b, k).or_else(|| (k == FaultKind::Partition).then(|| b.nothing_to_partition().map(str::to_string)).flatten())
+        };
+        let skips: Vec<(BackendKind, String)> = kinds.iter().filter_map(|b| why(*b).map(|w| (*b, w))).collect();
+        if skips.len() == kinds.len() {
+            continue; // Injected nowhere: refused, or listed as cannot inject.
+        }
+        let mut reasons: Vec<&String> = skips.iter().map(|s| &s.1).collect();
+        reasons.dedup();
+        for r in reasons {
+            let on: Vec<String> = skips.iter().filter(|s| &s.1 == r).map(|s| s.0.to_string()).collect();
+            lines.push(format!("{name} is skipped on {}: {r}", on.join(", ")));
+        }
+    }
+    lines
 }

@@ -53,6 +53,29 @@ pub struct Net {
     /// are not counted.
     sent_reads: AtomicU64,
     sent_bytes: AtomicU64,
+    /// What the rules in force held back since the last heal: the evidence that a cut or a
+    /// delay stopped real traffic (not the rule's own flag). Touched only where a rule acts.
+    held: Mutex<Held>,
+}
+
+/// Traffic a rule held back since the last heal, per link (who connects, which node).
+#[derive(Debug, Default, Clone)]
+pub struct Held {
+    /// Bytes a cut held, and connections it kept from reaching the node.
+    pub cut: HashMap<(Side, NodeId), (u64, u64)>,
+    /// Bytes a delay held.
+    pub delayed: HashMap<(Side, NodeId), u64>,
+}
+
+impl Held {
+    /// Bytes and connections a cut held on the links that `pick` selects.
+    pub fn cut_on(&self, pick: impl Fn(Side, NodeId) -> bool) -> (u64, u64) {
+        self.cut.iter().filter(|((s, n), _)| pick(*s, *n)).fold((0, 0), |(b, c), (_, (x, y))| (b + x, c + y))
+    }
+    /// Bytes a delay held on the links that `pick` selects.
+    pub fn delayed_on(&self, pick: impl Fn(Side, NodeId) -> bool) -> u64 {
+        self.delayed.iter().filter(|((s, n), _)| pick(*s, *n)).map(|(_, b)| b).sum()
+    }
 }
 
 impl Net {
@@ -64,6 +87,7 @@ impl Net {
             proxies: Mutex::default(),
             sent_reads: AtomicU64::new(0),
             sent_bytes: AtomicU64::new(0),
+            held: Mutex::default(),
         })
     }
 
@@ -155,7 +179,24 @@ impl Net {
             r.delay.clear();
             r.client_delay.clear();
         }
+        *self.held.lock().unwrap() = Held::default();
         self.bump();
+    }
+
+    /// What the rules held back since the last heal.
+    pub fn held(&self) -> Held {
+        self.held.lock().unwrap().clone()
+    }
+
+    fn hold_cut(&self, from: Side, to: NodeId, bytes: u64, conns: u64) {
+        let mut h = self.held.lock().unwrap();
+        let e = h.cut.entry((from, to)).or_default();
+        e.0 += bytes;
+        e.1 += conns;
+    }
+
+    fn hold_delayed(&self, from: Side, to: NodeId, bytes: u64) {
+        *self.held.lock().unwrap().delayed.entry((from, to)).or_default() += bytes;
     }
 
     /// True when no rule is in force.
@@ -224,7 +265,10 @@ async fn wait_open(net: &Net, from: Side, to: NodeId, rx: &mut watch::Receiver<u
 async fn serve(net: Arc<Net>, client: TcpStream, from: Side, to: NodeId, backend: SocketAddr) {
     let mut rx = net.changed.subscribe();
     // A cut link does not even reach the server: the connection hangs as a SYN would.
-    wait_open(&net, from, to, &mut rx).await;
+    if net.is_cut(from, to) {
+        net.hold_cut(from, to, 0, 1);
+        wait_open(&net, from, to, &mut rx).await;
+    }
     let Ok(server) = TcpStream::connect(backend).await else {
         // The node is down: reset the client's connection at once, as the dead node's
         // kernel would have refused it. (A zero linger resets on close; it does not block,
@@ -258,9 +302,13 @@ async fn pump(net: Arc<Net>, mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio
             while let Some((at, buf)) = chunks.recv().await {
                 let d = net.delay(from, to);
                 if !d.is_zero() {
+                    net.hold_delayed(from, to, buf.len() as u64);
                     tokio::time::sleep_until((at + d).into()).await;
                 }
-                wait_open(&net, from, to, &mut rx).await;
+                if net.is_cut(from, to) {
+                    net.hold_cut(from, to, buf.len() as u64, 0);
+                    wait_open(&net, from, to, &mut rx).await;
+                }
                 if w.write_all(&buf).await.is_err() {
                     return;
                 }
@@ -327,7 +375,9 @@ mod tests {
         assert!(roundtrip(&mut c, Duration::from_secs(2)).await, "open link echoes");
         net.cut_clients(0, &[0]);
         assert!(!roundtrip(&mut c, Duration::from_millis(300)).await, "cut link must not answer");
+        assert_eq!(net.held().cut_on(|s, n| s == Side::Client(0) && n == 0), (4, 0), "the cut's evidence: the 4-byte request it held");
         net.heal();
+        assert_eq!(net.held().cut_on(|_, _| true), (0, 0), "a heal starts the evidence afresh");
         let mut b = [0u8; 4];
         tokio::time::timeout(Duration::from_secs(2), c.read_exact(&mut b)).await.expect("held bytes arrive after heal").unwrap();
         assert_eq!(&b, b"ping");
@@ -338,6 +388,11 @@ mod tests {
         net.spawn_proxy(l2, 0, Arc::new(Mutex::new(backend)), 7, false);
         let mut c2 = TcpStream::connect(front2).await.unwrap();
         assert!(roundtrip(&mut c2, Duration::from_secs(2)).await);
+        assert_eq!(net.held().cut_on(|_, _| true), (0, 0), "a cut that stopped nothing holds no evidence");
+        // A new connection over a cut link is held before it reaches the node.
+        let _c3 = TcpStream::connect(front).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(net.held().cut_on(|s, _| s == Side::Client(0)), (0, 1));
         net.heal();
     }
 
@@ -394,6 +449,8 @@ mod tests {
         let t = Instant::now();
         assert!(roundtrip(&mut c, Duration::from_secs(3)).await);
         assert!(t.elapsed() >= Duration::from_millis(400), "two directions, 200 ms each: {:?}", t.elapsed());
+        assert_eq!(net.held().delayed_on(|_, n| n == 0), 8, "the request and its echo, 4 bytes each way, both held");
         net.heal();
+        assert_eq!(net.held().delayed_on(|_, _| true), 0);
     }
 }

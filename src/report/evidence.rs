@@ -15,7 +15,7 @@ use crate::history::{self, Record};
 pub const SHOWN: usize = 3;
 
 /// (segment, checker, evidence) -> the history records of the operations involved.
-pub type Excerpts = HashMap<(usize, String, usize), Vec<String>>;
+pub type Excerpts = HashMap<(usize, crate::checker::CheckerId, usize), Vec<String>>;
 
 pub(super) fn validity_class(v: Validity) -> &'static str {
     match v {
@@ -59,7 +59,7 @@ pub fn evidence_excerpts(path: &Path, verdicts: &[SegmentVerdict]) -> Excerpts {
                     p == op.p && key == op.key && ns >= from && ns <= to
                 });
                 if named {
-                    let lines = out.entry((i, r.checker.clone(), j)).or_default();
+                    let lines = out.entry((i, r.checker, j)).or_default();
                     if lines.len() < 8 * e.ops.len() {
                         lines.push(serde_json::to_string(&rec).unwrap_or_default());
                     }
@@ -134,7 +134,7 @@ pub fn groups(r: &CheckResult) -> Vec<Group> {
     }
     out.into_iter()
         .map(|(_, mut g)| {
-            let (one, many) = noun(&r.checker, &r.evidence[g.items[0]].what);
+            let (one, many) = noun(r.checker.as_str(), &r.evidence[g.items[0]].what);
             g.noun = if g.items.len() == 1 { one.to_string() } else { many.to_string() };
             g
         })
@@ -171,7 +171,7 @@ pub fn checks(verdicts: &[SegmentVerdict]) -> String {
         let anchor = if anchored.insert(v.backend.clone()) { format!(" id=\"checks-{}\"", esc(&v.backend)) } else { String::new() };
         let _ = write!(h, "<h3{anchor}><span id=\"seg-{i}\"></span>{} {}: <span class=\"{}\">{}</span></h3><ul>", esc(&v.backend), esc(&v.workload), validity_class(v.valid), v.valid);
         for r in &v.results {
-            let _ = write!(h, "<li><b>{}</b> <span class=\"{}\">{}</span>: {}", esc(&r.checker), validity_class(r.valid), r.valid, esc(&r.message));
+            let _ = write!(h, "<li><b>{}</b> <span class=\"{}\">{}</span>: {}", esc(r.checker.as_str()), validity_class(r.valid), r.valid, esc(&r.message));
             if !r.evidence.is_empty() {
                 h.push_str("<ul>");
                 for g in groups(r) {
@@ -198,7 +198,7 @@ pub fn evidence(verdicts: &[SegmentVerdict], excerpts: &Excerpts) -> String {
                     h.push_str("<h2>Evidence</h2><p>Operations named by the checks, and the history records around them (from <a href=\"history.jsonl\">history.jsonl</a>); \
                                 the first few of each kind, the rest in <a href=\"checks.json\">checks.json</a>.</p>");
                 }
-                let _ = write!(h, "<h3>{} {} &middot; {}: {}</h3>", esc(&v.backend), esc(&v.workload), esc(&r.checker), esc(&g.headline()));
+                let _ = write!(h, "<h3>{} {} &middot; {}: {}</h3>", esc(&v.backend), esc(&v.workload), esc(r.checker.as_str()), esc(&g.headline()));
                 for &j in g.items.iter().take(SHOWN) {
                     let e = &r.evidence[j];
                     let id = format!("ev-{i}-{}-{j}", r.checker);
@@ -207,7 +207,7 @@ pub fn evidence(verdicts: &[SegmentVerdict], excerpts: &Excerpts) -> String {
                         let _ = write!(h, "<li>{}</li>", esc(&op.to_string()));
                     }
                     h.push_str("</ul>");
-                    if let Some(lines) = excerpts.get(&(i, r.checker.clone(), j)).filter(|l| !l.is_empty()) {
+                    if let Some(lines) = excerpts.get(&(i, r.checker, j)).filter(|l| !l.is_empty()) {
                         let _ = write!(h, "<details><summary>{} history records around it</summary><pre>{}</pre></details>", lines.len(), esc(&lines.join("\n")));
                     }
                 }
@@ -237,7 +237,7 @@ mod tests {
     /// Forty inversions on key 0 and one on key 3 read as two counted lines, no debug text.
     #[test]
     fn inversions_are_grouped_by_key_and_counted() {
-        let mut r = CheckResult::new("fencing", Validity::Invalid, "tokens out of order: 41 token inversion(s)");
+        let mut r = CheckResult::new(crate::checker::CheckerId::Fencing, Validity::Invalid, "tokens out of order: 41 token inversion(s)");
         r.evidence = (0..40).map(|i| inversion(0, 3.1 + i as f64, i + 1, 94)).collect();
         r.evidence.push(inversion(3, 9.0, 5, 7));
         let g = groups(&r);
@@ -245,7 +245,7 @@ mod tests {
         assert_eq!(g[0].headline(), "40 token inversions on key 0 from t = 3.1 s");
         assert_eq!(g[0].example, "token 1 entered after token 94");
         assert_eq!(g[1].headline(), "1 token inversion on key 3 at t = 9.0 s");
-        let page = evidence(&[SegmentVerdict { backend: "redis".into(), workload: "hot-key".into(), phase: String::new(), valid: Validity::Invalid, results: vec![r], interrupted_ns: None, cancelled: 0 }], &Excerpts::new());
+        let page = evidence(&[SegmentVerdict { backend: "redis".into(), workload: "hot-key".into(), phase: String::new(), valid: Validity::Invalid, results: vec![r], interrupted_ns: None, cancelled: 0, windows: None }], &Excerpts::new());
         assert_eq!(page.matches("<h4 ").count(), SHOWN + 1, "the first few of each group, not all 41");
         assert!(page.contains("37 more like these"), "{page}");
         assert!(!page.contains("Some(") && !page.contains("None"), "{page}");

@@ -209,7 +209,7 @@ fn ap_cp(s: &Summary) -> String {
         );
     }
     let mut h = format!("<h2>{} (per workload)</h2>", judgement::CLASS_HEADING);
-    h.push_str("<div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>avail</th><th>recovery</th>\
+    h.push_str("<div class=\"scroll\"><table><tr><th>backend</th><th>workload</th><th>acq/s</th><th>p99 ms</th><th>grant rate</th><th>recovery</th>\
                 <th>overlaps</th><th>lost upd (no fence)</th><th>fencing</th><th>evidence</th><th>claims</th><th>observed</th>\
                 <th>checks</th><th>verdict</th></tr>");
     for b in &s.backends {
@@ -228,17 +228,14 @@ fn ap_cp(s: &Summary) -> String {
                 esc(&w.name),
                 w.ops_per_sec,
                 esc(&pct(&w.acquire_latency_us, Quantile::P99)),
-                esc(&opt(v.map(|v| match (&v.availability, &v.availability_rate) {
-                    (Some(word), Some(rate)) => format!("{word} ({rate})"),
-                    _ => v.availability_note.clone().unwrap_or_else(|| "not measured".into()),
-                }))),
+                esc(&opt(v.map(|v| v.availability_cell()))),
                 esc(&opt(v.and_then(|v| v.recovery.clone()))),
                 w.counts.overlaps,
                 w.counts.lost_updates,
                 esc(&opt(v.map(|v| v.fencing.clone()))),
                 esc(&opt(v.map(|v| match v.exposure {
                     Some(e) => format!("{} ({} exposed)", v.evidence, crate::judgement::percent(e)),
-                    None => v.evidence.clone(),
+                    None => v.evidence.to_string(),
                 }))),
                 esc(&opt(v.map(|v| v.class_claimed.clone()))),
                 esc(&opt(v.map(|v| v.observed_cell()))),
@@ -346,23 +343,23 @@ fn checks_matrix(verdicts: &[SegmentVerdict]) -> String {
     if verdicts.is_empty() {
         return String::new();
     }
-    let mut checkers: Vec<String> = Vec::new();
+    let mut checkers: Vec<crate::checker::CheckerId> = Vec::new();
     for v in verdicts {
         for r in &v.results {
             if !checkers.contains(&r.checker) {
-                checkers.push(r.checker.clone());
+                checkers.push(r.checker);
             }
         }
     }
     let mut h = String::from("<h2>Checks at a glance</h2><div class=\"scroll\"><table class=\"matrix\" id=\"checks-matrix\"><tr><th>backend · workload</th>");
     for c in &checkers {
-        let _ = write!(h, "<th>{}</th>", esc(c));
+        let _ = write!(h, "<th>{}</th>", esc(c.as_str()));
     }
     h.push_str("<th>phase</th></tr>");
     for (i, v) in verdicts.iter().enumerate() {
         let _ = write!(h, "<tr><td>{} · {}</td>", esc(&v.backend), esc(&v.workload));
         for c in &checkers {
-            match v.results.iter().find(|r| &r.checker == c) {
+            match v.results.iter().find(|r| r.checker == *c) {
                 Some(r) => {
                     let href = if r.evidence.is_empty() { format!("#seg-{i}") } else { format!("#ev-{i}-{}-0", r.checker) };
                     let _ = write!(h, "<td><a class=\"{}\" href=\"{href}\" title=\"{}\">{}</a></td>", validity_class(r.valid), esc(&r.message), r.valid);

@@ -48,6 +48,8 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
         timeseries: timeseries(&series),
         errors,
         error_kinds: Default::default(),
+        // Every operation of the history, warm-up included (it records no warm-up).
+        errors_window: None,
         timeouts: 0,
         retired_clients: 0,
         sections: h.sections.len() as u64,
@@ -68,6 +70,9 @@ pub fn workload_from_history(seg: &Segment) -> WorkloadSummary {
         in_flight_at_end: 0,
         exposure: exposure(&h),
         busiest_key_exposure: None,
+        windows: None,
+        choreographed: seg.meta.as_ref().is_some_and(|m| m.choreographed),
+        expectation: None,
         availability: None,
         checks: crate::judgement::briefs(&v),
         validity: Some(v.valid),

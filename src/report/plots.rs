@@ -230,22 +230,9 @@ fn timeline(b: &BackendSummary) -> Timeline {
             t.pts.push((offset + s as f64 + 1.0, ok, p99));
         }
         let len = secs.len() as f64;
-        let mut open: Vec<(String, f64, String)> = Vec::new();
-        for e in &w.nemesis {
-            let at = offset + e.at_ms as f64 / 1000.0;
-            match e.phase.as_str() {
-                "start" => open.push((e.f.clone(), at, e.targets.join(","))),
-                "end" => {
-                    if let Some(i) = open.iter().position(|(f, _, _)| *f == e.f) {
-                        let (f, s, who) = open.remove(i);
-                        t.faults.push((s, at, format!("{f} {who}")));
-                    }
-                }
-                _ => {}
-            }
-        }
-        for (f, s, who) in open {
-            t.faults.push((s, offset + len, format!("{f} {who}")));
+        for f in crate::faultlog::windows(&w.nemesis) {
+            let end = f.heal.map_or(offset + len, |h| offset + h as f64 / 1000.0);
+            t.faults.push((offset + f.start as f64 / 1000.0, end, format!("{} {}", f.label(), f.targets.join(","))));
         }
         let label = if w.repeat > 0 { format!("{} #{}", w.name, w.repeat + 1) } else { w.name.clone() };
         t.phases.push((offset, offset + len, offset + w.warmup_s.min(len), label));

@@ -155,16 +155,9 @@ fn no_server_cost_where_a_fault_restarted_the_server() {
     w.server_cpu_us_per_acq = Some(23333.3);
     w.dlbench_cpu_us_per_acq = Some(24705.9);
     w.server_counters_per_acq = [("wal_syncs".to_string(), 63.098)].into();
-    let ev = |phase: &str, at_ms: u64| crate::nemesis::NemesisEvent {
-        backend: "postgres".into(),
-        workload: "hot-key".into(),
-        f: "kill:leader".into(),
-        phase: phase.into(),
-        targets: vec!["postgres-1".into()],
-        at_ms,
-        detail: String::new(),
-    };
-    w.nemesis = vec![ev("start", 2504), ev("end", 4008)];
+    use crate::faultlog::{Effect, Mark, NemesisEvent};
+    let ev = |phase: Mark, at_ms: u64| NemesisEvent::new("kill:leader", phase, &["postgres-1"], at_ms, Effect::confirmed("process gone"));
+    w.nemesis = vec![ev(Mark::Start, 2504), ev(Mark::End, 4008)];
     let md = markdown(&summary(vec![backend("postgres", vec![w])]));
     let row = md.lines().find(|l| l.starts_with("| postgres | hot-key | 8 | 4 |")).expect(&md);
     assert!(row.contains("| - (server restarted) | 24705.9 | - (restarted by kill:leader: counters started again) |"), "{row}");

@@ -265,7 +265,7 @@ struct Col {
 
 /// The columns that leave the table for the lines under it, first to last, while the
 /// table is wider than [`WIDTH`] (long backend or workload names, a long "not tested" note).
-const MOVABLE: [&str; 6] = ["p99 ms", "acq/s", "observed", "recovery", "avail", "claims"];
+const MOVABLE: [&str; 6] = ["p99 ms", "acq/s", "observed", "recovery", "grant rate", "claims"];
 
 /// The AP / CP table: per backend and workload, speed, availability under the faults that
 /// took effect, safety without fencing, and the class claimed beside the class observed,
@@ -273,7 +273,7 @@ const MOVABLE: [&str; 6] = ["p99 ms", "acq/s", "observed", "recovery", "avail", 
 /// side showed and the evidence (and any column the width left out), wrapped.
 pub fn ap_cp_table(s: &Summary) -> String {
     let heads: [(&str, bool); 10] = [
-        ("backend", false), ("workload", false), ("acq/s", true), ("p99 ms", true), ("avail", false), ("recovery", true),
+        ("backend", false), ("workload", false), ("acq/s", true), ("p99 ms", true), ("grant rate", false), ("recovery", true),
         ("overlaps", true), ("lost upd", true), ("claims", false), ("observed", false),
     ];
     let mut cols: Vec<Col> = heads.iter().map(|&(head, right)| Col { head, right, cells: Vec::new() }).collect();
@@ -287,12 +287,8 @@ pub fn ap_cp_table(s: &Summary) -> String {
                 w.name.clone(),
                 format!("{:.0}", w.ops_per_sec),
                 pct(&w.acquire_latency_us, Quantile::P99),
-                v.map(|v| match (&v.availability, &v.availability_rate) {
-                    (Some(word), Some(rate)) => format!("{} {word}", rate.trim_end_matches(" of the no-fault rate")),
-                    _ => "not measured".into(),
-                })
-                .unwrap_or_else(|| "-".into()),
-                v.and_then(|v| v.recovery.clone()).map(|r| if r.starts_with("NOT") { "NOT recovered".into() } else { r.trim_start_matches("recovered in ").to_string() }).unwrap_or_else(|| "-".into()),
+                v.map(|v| v.availability_cell()).unwrap_or_else(|| "-".into()),
+                v.map(|v| v.recovery_cell()).unwrap_or_else(|| "-".into()),
                 w.counts.overlaps.to_string(),
                 w.counts.lost_updates.to_string(),
                 v.map(|v| v.class_claimed.clone()).unwrap_or_default(),
@@ -308,6 +304,14 @@ pub fn ap_cp_table(s: &Summary) -> String {
                     Some(e) => format!("evidence {} ({})", v.evidence, judgement::percent(e)),
                     None => format!("evidence {}", v.evidence),
                 });
+                // Faults asked for that never acted here, in summary.json's and the page's
+                // words, so the terminal names them too.
+                if !v.faults_skipped.is_empty() {
+                    n.push(format!("skipped: {}", v.faults_skipped.join(", ")));
+                }
+                if !v.faults_no_effect.is_empty() {
+                    n.push(format!("no effect: {}", v.faults_no_effect.join(", ")));
+                }
             }
             notes.push((format!("{} · {}", b.name, w.name), n));
         }

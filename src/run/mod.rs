@@ -36,7 +36,7 @@ use crate::summary::{self, BackendSummary, Summary};
 use crate::cluster::local::bins;
 use crate::workload::Workload;
 
-pub use plan::{faults_that_fit, min_duration_for_faults, HistoryMode, RunPlan, TargetChoice};
+pub use plan::{HistoryMode, RunPlan, TargetChoice};
 use target::{bring_up, reachable, Running};
 
 /// A run that ended (complete, or cut short after its directory existed): its summary, with
@@ -260,10 +260,14 @@ async fn ready(plan: &RunPlan, dir: &RunDir, summary: &mut Summary, t: &Running,
     if plan.nemesis.is_empty() {
         return Ok(());
     }
-    let (can, cannot) = crate::nemesis::capabilities(&*t.faults(), real);
+    let asked: Vec<crate::nemesis::FaultKind> = plan.nemesis.iter().map(|f| f.kind).collect();
+    let (can, cannot) = crate::nemesis::capabilities(&*t.faults(), real, &asked);
     eprintln!("dlbench: on this {} target the nemesis can inject: {}", plan.target.name(), if can.is_empty() { "nothing".into() } else { can.join(", ") });
     if !cannot.is_empty() {
-        eprintln!("dlbench: it cannot inject: {}", cannot.join("; "));
+        eprintln!("dlbench: it cannot inject {} asked for: {}", if cannot.len() == 1 { "a fault" } else { "faults" }, cannot.join("; "));
+    }
+    for l in crate::nemesis::skipped_where(&*t.faults(), real, &asked) {
+        eprintln!("dlbench: {l}");
     }
     for f in &plan.nemesis {
         if real.iter().all(|k| t.faults().cannot(*k, f.kind).is_some()) && plan.soak.is_none() {
@@ -353,8 +357,9 @@ async fn phase(ctx: &Ctx<'_>, rep: u32, kind: BackendKind, backend: &Arc<dyn Bac
         hlog: Some((ctx.dir.path.join("hdr"), label)),
         on_tick: Some(on_tick),
         history: ctx.history.clone().map(|h| (h, name.clone())),
+        quiet_tail: (!plan.nemesis.is_empty()).then(|| plan.fault_layout(kind, w).tail(w.duration)),
+        recovery_allowance: Some(kind.recovery_allowance()),
         faults,
-        quiet_tail: None,
         cost: Some(cost_probe(ctx.target, kind)),
         shard: None,
         resource_server: None,
@@ -456,12 +461,12 @@ fn fault_runner(target: Arc<dyn Faults>, kind: BackendKind, w: &Workload, plan: 
         let len = schedule.len();
         schedule.rotate_left(round as usize * per_turn % len);
     }
-    let interval = plan.nemesis_interval;
-    let workload = w.name.clone();
+    let layout = plan.fault_layout(kind, w);
+    let (workload, ttl) = (w.name.clone(), w.ttl);
     Box::new(move |epoch, stop| {
         Box::pin(async move {
-            let n = Nemesis::new(target, kind, &workload, epoch, history);
-            let r = n.run(&schedule, interval, stop).await;
+            let n = Nemesis::new(target, kind, ttl, &workload, epoch, history);
+            let r = n.run(&schedule, layout.interval, layout.room, stop).await;
             r.map_err(|e| anyhow::anyhow!("{kind}: could not heal after faults: {e}"))?;
             Ok(n.events())
         })

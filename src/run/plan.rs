@@ -9,7 +9,7 @@ use crate::connect::Timeouts;
 use crate::judgement::FencingMode;
 use crate::kind::BackendKind;
 use crate::nemesis::{FaultKind, FaultSpec};
-use crate::phase::quiet_tail;
+use crate::phase::FaultLayout;
 use crate::workload::Workload;
 
 /// Whether a run keeps its history.
@@ -83,22 +83,6 @@ impl TargetChoice {
 }
 
 
-/// How many faults a phase of `duration` holds whole: the nemesis waits half an interval,
-/// holds a fault half an interval, and so on, until the quiet tail.
-pub fn faults_that_fit(duration: Duration, interval: Duration) -> usize {
-    let window = duration.saturating_sub(quiet_tail(duration));
-    (window.as_secs_f64() / interval.as_secs_f64()).floor() as usize
-}
-
-/// The shortest phase (in whole seconds) that holds `n` faults one `interval` apart.
-pub fn min_duration_for_faults(n: usize, interval: Duration) -> Duration {
-    let mut d = Duration::from_secs((interval.as_secs_f64() * n as f64).ceil() as u64);
-    while faults_that_fit(d, interval) < n {
-        d += Duration::from_secs(1);
-    }
-    d
-}
-
 impl RunPlan {
     pub fn validate(&self) -> anyhow::Result<()> {
         for w in &self.phases {
@@ -154,35 +138,72 @@ impl RunPlan {
                 why.join("; ")
             );
         }
-        // Every fault asked for must fit once in every phase: the nemesis cycles them from
-        // the first, one every interval, and stops early enough for a recovery (a soak
-        // carries the cycle on from turn to turn instead).
-        if self.soak.is_none() {
-            let need = min_duration_for_faults(self.nemesis.len(), self.nemesis_interval);
-            if let Some(w) = self.phases.iter().find(|w| w.duration < need) {
-                let fits = faults_that_fit(w.duration, self.nemesis_interval);
-                anyhow::bail!(
-                    "workload {}: --duration {} leaves room for {} of the {} faults asked ({}) at one every {}: use --duration {} or more",
-                    w.name,
-                    crate::util::fmt_duration(w.duration),
-                    fits.min(self.nemesis.len()),
-                    self.nemesis.len(),
-                    self.nemesis.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", "),
-                    crate::util::fmt_duration(self.nemesis_interval),
-                    crate::util::fmt_duration(need)
-                );
-            }
-        }
-        let short = self.phases.iter().find(|w| w.duration < self.nemesis_interval * 2);
-        if let Some(w) = short {
-            anyhow::bail!(
-                "workload {} lasts {}, too short for faults every {}: use --duration of at least twice --nemesis-interval",
-                w.name,
-                crate::util::fmt_duration(w.duration),
-                crate::util::fmt_duration(self.nemesis_interval)
+        // A target that means nothing on every backend of the plan (a leader on Redlock, a
+        // follower on one node) is refused; over several backends the nemesis hits a named
+        // stand-in where it means nothing, and every label shows it.
+        for f in &self.nemesis {
+            let why: Vec<String> = self
+                .backends
+                .iter()
+                .filter_map(|&b| crate::nemesis::meaningless(f.target, b, if b.single_node() { 1 } else { 3 }))
+                .collect();
+            anyhow::ensure!(
+                why.is_empty() || why.len() < self.backends.len(),
+                "--nemesis {f} means nothing here ({}): use {}:random (one node) or {}:minority",
+                why.join("; "),
+                f.kind.name(),
+                f.kind.name()
             );
         }
+        // Every fault asked for must fit once in every phase, each with the room its backend
+        // needs after the heal (a soak carries the cycle on from turn to turn instead).
+        if self.soak.is_none() {
+            if let Some(advice) = self.duration_advice() {
+                anyhow::bail!("{advice}");
+            }
+        }
         Ok(())
+    }
+
+    /// How `kind`'s phase `w` is laid out under this plan's faults: the nemesis interval and
+    /// the room the backend needs after each heal (the TTL it grants and its election or
+    /// restart time).
+    pub fn fault_layout(&self, kind: BackendKind, w: &Workload) -> FaultLayout {
+        FaultLayout { interval: self.nemesis_interval, room: kind.recovery_room(w.ttl) }
+    }
+
+    /// The shortest phase that holds every fault asked for on every backend, each with its
+    /// room after the heal.
+    pub fn shortest_fault_phase(&self, w: &Workload) -> Duration {
+        self.backends.iter().map(|&k| self.fault_layout(k, w).shortest(self.nemesis.len())).max().unwrap_or_default()
+    }
+
+    /// The one piece of duration advice a fault plan gets: for the first phase too short, how
+    /// many faults fit on the backend that needs the most room, and the shortest --duration
+    /// that holds them all. None when every phase fits.
+    pub fn duration_advice(&self) -> Option<String> {
+        let n = self.nemesis.len();
+        for w in &self.phases {
+            let (kind, layout) = self.backends.iter().map(|&k| (k, self.fault_layout(k, w))).max_by_key(|(_, l)| l.shortest(n))?;
+            let need = layout.shortest(n);
+            if w.duration >= need {
+                continue;
+            }
+            let ttl = kind.granted_ttl_estimate(w.ttl).map_or("no TTL".to_string(), |t| format!("its {} TTL", crate::util::fmt_duration(t)));
+            return Some(format!(
+                "workload {}: --duration {} leaves room for {} of the {} faults asked ({}) at one every {}, each followed by {} of quiet for {kind} to grant again ({ttl} and {} to elect or restart): use --duration {} or more, or a shorter --ttl",
+                w.name,
+                crate::util::fmt_duration(w.duration),
+                layout.fits(w.duration).min(n),
+                n,
+                self.nemesis.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", "),
+                crate::util::fmt_duration(self.nemesis_interval),
+                crate::util::fmt_duration(layout.gap()),
+                crate::util::fmt_duration(kind.recovery_allowance()),
+                crate::util::fmt_duration(need)
+            ));
+        }
+        None
     }
 
     /// A shard runs one phase of one backend on shared servers, its clients spread evenly.

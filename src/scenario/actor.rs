@@ -64,10 +64,12 @@ impl Actor {
         let r = self.client.release(lease).await;
         self.complete(Op::Release, r.as_ref().map(|_| None));
         if let Err(e) = &r {
-            self.recorder.failed(self.p as usize, match e {
+            let kind = match e {
                 LockError::NotHeld(_) => "release_not_held",
                 _ => "release_failed",
-            });
+            };
+            // A scenario has no warm-up: everything is measured (as its acquires are).
+            self.recorder.failed(self.p as usize, kind, true);
         }
         r
     }

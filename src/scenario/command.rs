@@ -37,7 +37,7 @@ pub fn plan(ids: &str, backends: &str) -> anyhow::Result<(Vec<(&'static str, Bac
             .filter(|s| !s.trim().is_empty())
             .map(|s| {
                 find(s.trim()).map(|e| e.id).ok_or_else(|| {
-                    anyhow::anyhow!("no scenario {:?}; the catalogue has {}", s.trim(), CATALOGUE.iter().map(|s| s.id).collect::<Vec<_>>().join(", "))
+                    anyhow::anyhow!("no scenario {:?}; the catalogue has {} (`dlbench scenario list` prints each with its title)", s.trim(), CATALOGUE.iter().map(|s| s.id).collect::<Vec<_>>().join(", "))
                 })
             })
             .collect::<Result<_, _>>()?
@@ -115,12 +115,21 @@ pub async fn command(a: ScenarioArgs, cancel: CancellationToken) -> anyhow::Resu
     drop(target);
     history.close()?;
     let verdicts: Vec<SegmentVerdict> = crate::checker::check_file(&history_path)?;
-    summary.backends = backend_summaries(&kinds, &done);
-    summary.attach_checks(&verdicts, FencingMode::Both);
+    summary.backends = backend_summaries(&kinds, &done, a.durability);
+    // Each entry judged against the catalogue first: a choreographed phase's verdict is its
+    // expectation met or missed, in every output.
     for (id, kind, tokens, r, healed) in &done {
         let avail: Vec<Option<Availability>> = r.phases.iter().map(|p| availability(&verdicts, *kind, p)).collect();
-        summary.scenarios.extend(judge_entry(id, *kind, *tokens, &r.observed, &avail, *healed));
+        let groups = judge_entry(id, *kind, *tokens, a.durability, &r.observed, &avail, *healed);
+        for (p, group) in r.phases.iter().zip(&groups).filter(|(p, _)| p.choreographed) {
+            let w = summary.backends.iter_mut().filter(|b| b.name == kind.name()).flat_map(|b| b.workloads.iter_mut()).find(|w| !p.phase.is_empty() && w.phase_id == p.phase);
+            if let Some(w) = w {
+                w.expectation = Some(super::expectation(id, group));
+            }
+        }
+        summary.scenarios.extend(groups.into_iter().flatten());
     }
+    summary.attach_checks(&verdicts, FencingMode::Both);
     summary.finish(!cancel.is_cancelled());
     dir.write_json("summary.json", &summary)?;
     dir.write_json("checks.json", &verdicts)?;
@@ -175,7 +184,7 @@ fn did_not_run(id: &str, kind: BackendKind, e: &anyhow::Error, healed: bool) -> 
 
 /// Summaries per backend from every phase the entries ran (the judgement comes with the
 /// checks).
-fn backend_summaries(kinds: &[BackendKind], done: &[(&str, BackendKind, bool, EntryResult, bool)]) -> Vec<BackendSummary> {
+fn backend_summaries(kinds: &[BackendKind], done: &[(&str, BackendKind, bool, EntryResult, bool)], level: crate::durability::Durability) -> Vec<BackendSummary> {
     let mut backends: Vec<BackendSummary> = Vec::new();
     for kind in kinds {
         let phases: Vec<&crate::phase::PhaseResult> =
@@ -185,7 +194,10 @@ fn backend_summaries(kinds: &[BackendKind], done: &[(&str, BackendKind, bool, En
         }
         let owned: Vec<crate::phase::PhaseResult> = phases.into_iter().cloned().collect();
         let caps = done.iter().find(|d| d.1 == *kind).and_then(|d| serde_json::to_value(d.3.capabilities).ok());
-        backends.push(crate::summarize::backend(kind.name(), caps, &owned));
+        let mut b = crate::summarize::backend(kind.name(), caps, &owned);
+        // The settings its servers ran with, as a run records them.
+        b.durability = (*kind != BackendKind::Memory).then(|| crate::durability::settings(*kind, level).record());
+        backends.push(b);
     }
     backends
 }

@@ -10,6 +10,7 @@ mod actor;
 pub mod command;
 pub mod power;
 pub mod scripts;
+pub mod stage;
 pub mod users;
 
 use std::sync::atomic::AtomicU32;
@@ -28,7 +29,8 @@ use crate::stats::Totals;
 use crate::cluster::local::{LocalTarget, TargetOptions};
 use crate::judgement::Availability;
 use crate::workload::Workload;
-use scripts::{Ctx, Forget, Observed, Stall};
+use scripts::{Forget, Stall};
+use stage::{Ctx, Observed};
 
 use crate::judgement::{self, Expect};
 use crate::summary::scenario::ScenarioOutcome;
@@ -67,8 +69,9 @@ fn stall_cases(id: &str, kind: BackendKind) -> Vec<(&'static str, scripts::Timin
     v
 }
 
-/// The cases of an entry on a backend, with what each expects (without, with fencing).
-fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Expect, Expect)> {
+/// The cases of an entry on a backend at a durability level, with what each expects
+/// (without, with fencing).
+fn cases(id: &str, kind: BackendKind, has_tokens: bool, level: crate::durability::Durability) -> Vec<(&'static str, Expect, Expect)> {
     if is_measurement(id) {
         return Vec::new();
     }
@@ -83,6 +86,15 @@ fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Ex
             ("process pause", Expect::Violation, fenced(Expect::Rejected)),
             ("partition", Expect::Violation, fenced(Expect::Rejected)),
         ],
+        // A node killed and restarted at once forgets the holder's key only when it keeps
+        // nothing on disk (the default): with the AOF on (strict: appendfsync always;
+        // relaxed: everysec, whose writes reach the file before the reply, so a process kill
+        // loses none) it reloads the key and refuses the next client (Redis docs,
+        // persistence).
+        "S4" if level != crate::durability::Durability::Default => vec![
+            ("restart at once", Expect::NoViolation, Expect::NoViolation),
+            ("restart after a TTL", Expect::NoViolation, Expect::NoViolation),
+        ],
         "S4" => vec![
             ("restart at once", Expect::Violation, fenced(Expect::Rejected)),
             ("restart after a TTL", Expect::NoViolation, Expect::NoViolation),
@@ -90,7 +102,7 @@ fn cases(id: &str, kind: BackendKind, has_tokens: bool) -> Vec<(&'static str, Ex
         "S7" => vec![("", Expect::MustFail, Expect::MustFail)],
         // One side only: whether the grant survived is the lock's, not fencing's.
         "P1" | "J2" => {
-            let e = power::expectation(kind, crate::durability::Durability::Default).expect;
+            let e = power::expectation(kind, level).expect;
             vec![("", e, e)]
         }
         // A paused follower stalls the clients attached to it (their requests wait on it until
@@ -113,7 +125,7 @@ pub fn judge(expect: Expect, fenced: bool, o: &Observed, availability: Option<&A
         token_inversions: r.token_inversions,
         // A fault counts only where it took effect (a start its own check or its heal's
         // probe did not find idle).
-        fault_took_effect: !crate::nemesis::effects(&o.nemesis, |_| true).0.is_empty(),
+        fault_took_effect: crate::faultlog::windows(&o.nemesis).iter().any(|w| w.effect.is_confirmed()),
         exposure: o.resource.exposure().unwrap_or(0.0),
         expired_waiter_acquired: o.expired_waiter_acquired,
         leftovers: o.leftovers.clone(),
@@ -157,18 +169,20 @@ async fn with_nemesis(
         // A claim orphaned by the fault (a holder whose release could not reach the servers)
         // blocks the key until its lease or session expires: the choreographed scenarios'
         // short TTL lets the service recover within the phase.
-        ttl: scripts::TTL,
+        ttl: stage::TTL,
         ..Workload::default()
     };
     let target = ctx.target.clone();
     let kind = ctx.kind;
     let history = ctx.history.clone();
     let spec: FaultSpec = fault.parse().map_err(anyhow::Error::msg)?;
+    let room = kind.recovery_room(w.ttl);
     let name = id.to_string();
     let runner: driver::FaultRunner = Box::new(move |epoch, stop| {
         Box::pin(async move {
-            let n = Nemesis::new(target, kind, &name, epoch, Some(history));
-            n.run(&[spec], Duration::from_secs(8), stop).await.map_err(anyhow::Error::msg)?;
+            let n = Nemesis::new(target, kind, stage::TTL, &name, epoch, Some(history));
+            // After each heal, the room the backend needs to grant again before another fault.
+            n.run(&[spec], Duration::from_secs(8), room, stop).await.map_err(anyhow::Error::msg)?;
             Ok(n.events())
         })
     });
@@ -176,6 +190,7 @@ async fn with_nemesis(
         history: Some((ctx.history.clone(), kind.name().into())),
         faults: Some(runner),
         quiet_tail: Some(RECOVERY_BOUND + Duration::from_secs(4)),
+        recovery_allowance: Some(kind.recovery_allowance()),
         ..Default::default()
     };
     let p = driver::run_phase(ctx.backend.clone(), &w, &ctx.run_id, cancel, out).await?;
@@ -220,7 +235,7 @@ pub async fn run_entry(
     // One scripted phase: its case name (empty for a single-case entry), its history segment
     // and workload name, what it observed.
     let mut push = |case: &str, name: &str, o: Observed| {
-        let w = Workload { name: name.to_string(), clients: 2, keys: 1, ttl: scripts::TTL, warmup: Duration::ZERO, ..Workload::default() };
+        let w = Workload { name: name.to_string(), clients: 2, keys: 1, ttl: stage::TTL, warmup: Duration::ZERO, ..Workload::default() };
         let totals: Totals = o.recorder.totals();
         let mut p = PhaseResult::scripted(w, totals, o.elapsed, o.resource.clone(), o.nemesis.clone());
         p.phase = o.phase.clone();
@@ -258,7 +273,7 @@ async fn scripted(ctx: &Ctx, target: &Arc<LocalTarget>, id: &str, durability: cr
             let stall = if id == "S1" { Stall::Pause } else { Stall::Partition };
             for (case, timing, _, _) in stall_cases(id, kind) {
                 let name = if case.is_empty() { id.to_string() } else { format!("{id}-{}", case.replace([' ', ','], "-").replace("--", "-")) };
-                out.push((case.to_string(), name.clone(), scripts::stalled_holder(ctx, &name, stall, scripts::TTL, timing).await?));
+                out.push((case.to_string(), name.clone(), scripts::stalled_holder(ctx, &name, stall, stage::TTL, timing).await?));
             }
         }
         "J1" => {
@@ -292,7 +307,8 @@ async fn scripted(ctx: &Ctx, target: &Arc<LocalTarget>, id: &str, durability: cr
 
 /// Every entry ends healed: nodes running and resumed, links open, clocks back, healthy.
 async fn heal(target: &Arc<LocalTarget>, kind: BackendKind, id: &str, observed: &mut [(String, Observed)]) -> anyhow::Result<()> {
-    let nem = Nemesis::new(target.clone(), kind, id, std::time::Instant::now(), None);
+    // Healing acts on every node: no leader is looked up, so the TTL names no bucket here.
+    let nem = Nemesis::new(target.clone(), kind, stage::TTL, id, std::time::Instant::now(), None);
     if let Err(e) = nem.heal_all().await {
         // Servers that do not come back after a power loss are its observation, said on the
         // row (NOT HEALED), not an entry that did not run.
@@ -315,19 +331,23 @@ async fn power_case(id: &str, kind: BackendKind, level: crate::durability::Durab
     format!("{level}: {setting}")
 }
 
-/// Judge an entry's observations against the catalogue, on both sides of fencing.
+/// Judge an entry's observations against the catalogue at its durability level, on both
+/// sides of fencing: one group of outcomes per observation (per phase), in order.
 pub fn judge_entry(
     id: &str,
     kind: BackendKind,
     has_tokens: bool,
+    level: crate::durability::Durability,
     observed: &[(String, Observed)],
     availability: &[Option<Availability>],
     healed: bool,
-) -> Vec<ScenarioOutcome> {
+) -> Vec<Vec<ScenarioOutcome>> {
     let title = find(id).map(|s| s.title).unwrap_or("");
     let mut out = Vec::new();
     let power = is_power(id);
-    for ((case, off, on), ((seen_case, o), a)) in cases(id, kind, has_tokens).into_iter().zip(observed.iter().zip(availability)) {
+    // The row names the level the servers ran at: `redis@strict`, as a run's tables do.
+    let backend = crate::durability::keyed(kind.name(), (level != crate::durability::Durability::Default).then_some(level));
+    for ((case, off, on), ((seen_case, o), a)) in cases(id, kind, has_tokens, level).into_iter().zip(observed.iter().zip(availability)) {
         let case = if seen_case.is_empty() { case } else { seen_case.as_str() };
         // A power entry is judged against the setting it ran under.
         let (off, on) = o.power_expected.map_or((off, on), |e| (e.expect, e.expect));
@@ -335,18 +355,19 @@ pub fn judge_entry(
         // P1's published expectation is its backend's setting's; the others' the entry's.
         let (published, source) = match (id, find(id).and_then(|s| s.published)) {
             ("P1", _) => {
-                let e = observed.first().and_then(|(_, o)| o.power_expected).unwrap_or_else(|| power::expectation(kind, crate::durability::Durability::Default));
+                let e = observed.first().and_then(|(_, o)| o.power_expected).unwrap_or_else(|| power::expectation(kind, level));
                 (Some(e.finding.to_string()), Some(e.source.to_string()))
             }
             (_, p) => (p.map(|p| p.finding.to_string()), p.map(|p| p.source.to_string())),
         };
+        let mut group = Vec::new();
         for (fencing, expect) in sides {
             let (ok, observed) = judge(expect, fencing == "on", o, a.as_ref());
             let r = &o.resource.total;
-            out.push(ScenarioOutcome {
+            group.push(ScenarioOutcome {
                 scenario: id.to_string(),
                 case: case.to_string(),
-                backend: kind.name().to_string(),
+                backend: backend.clone(),
                 title: title.to_string(),
                 fencing: fencing.to_string(),
                 expected: expect,
@@ -362,8 +383,16 @@ pub fn judge_entry(
                 source: source.clone(),
             });
         }
+        out.push(group);
     }
     out
+}
+
+/// A phase's expectation, from its outcomes on each side of fencing: met when every side's
+/// was, in the catalogue's words.
+pub fn expectation(id: &str, group: &[ScenarioOutcome]) -> crate::judgement::Expectation {
+    let words = group.iter().map(|o| format!("fencing {}: expected {}, observed {}", o.fencing, o.expected, o.observed)).collect::<Vec<_>>().join("; ");
+    crate::judgement::Expectation { entry: id.to_string(), met: group.iter().all(|o| o.ok), words }
 }
 
 /// The observed-versus-expected table: per entry, the published finding it reproduces (if
@@ -420,15 +449,7 @@ mod tests {
     fn obs(total: CellStats) -> Observed {
         let r = ResourceStats { total, keys: 1, elapsed_ns: 10_000_000_000, busy_ns: 5_000_000_000, busiest_key_ns: 5_000_000_000, counter_sum: 0 };
         let mut o = Observed::of(r, Duration::from_secs(10), Vec::new());
-        o.nemesis.push(crate::nemesis::NemesisEvent {
-            backend: String::new(),
-            workload: String::new(),
-            f: "kill".into(),
-            phase: "start".into(),
-            targets: vec![],
-            at_ms: 1000,
-            detail: String::new(),
-        });
+        o.nemesis.push(crate::faultlog::NemesisEvent::new("kill", crate::faultlog::Mark::Start, &[], 1000, crate::faultlog::Effect::confirmed("process gone")));
         o
     }
     fn avail(recovery_ms: u64, ratio: f64) -> Availability {

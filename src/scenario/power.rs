@@ -9,11 +9,12 @@
 //! What each backend and server setting is expected to do, with the published source for
 //! it, is [`expectation`].
 
+use crate::faultlog::Mark;
 use std::time::{Duration, Instant};
 
 use dlbench_core::Lease;
 
-use super::scripts::{opts, Ctx, Observed, Stage};
+use super::stage::{opts, Ctx, Observed, Stage};
 use crate::durability::Durability;
 use crate::judgement::{Expect, Expected, PowerSeen};
 use crate::kind::BackendKind;
@@ -226,14 +227,14 @@ pub async fn under_holder(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
     sv.read();
     let (details, effect) = cut_all(ctx).await;
     let cut_ms = granted.elapsed().as_millis();
-    st.event_with("power-loss:all", "start", &targets, &format!("checked: {}", details.join("; ")));
+    st.event_with("power-loss:all", Mark::Start, &targets, &format!("checked: {}", details.join("; ")));
     st.note(format!("power cut on {} node(s) {cut_ms} ms after the grant was acknowledged", nodes.len()));
     for n in &nodes {
         n.start().map_err(|e| anyhow::anyhow!("restart {}: {e}", n.name))?;
     }
     let healthy = ctx.target.wait_healthy(ctx.kind).await;
     let restarted = Instant::now();
-    st.event("power-loss:all", "end", &targets);
+    st.event("power-loss:all", Mark::End, &targets);
     match healthy {
         Ok(()) => st.note(format!("restarted and healthy {} ms after the grant", granted.elapsed().as_millis())),
         Err(e) => st.note(format!("not healthy after the restart: {e}")),

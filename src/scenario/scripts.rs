@@ -3,207 +3,15 @@
 //! choreography; the [`Stage`] it plays on (key, resource, recorder, history segment, epoch,
 //! fault events, notes) is shared.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlbench_core::{AcquireOptions, Backend, Lease, LockError, Resource, ResourceStats};
+use dlbench_core::{Backend, Lease, LockError};
 
 use super::actor::Actor;
-use crate::connect::{self, Timeouts};
-use crate::history::{HistoryWriter, Meta, Record};
-use crate::kind::BackendKind;
-use crate::nemesis::{clock, FaultKind, FaultSpec, Nemesis, NemesisEvent, Targeting};
-use crate::stats::Recorder;
-use crate::cluster::local::{LocalTarget, Node};
-
-/// What a script measured.
-#[derive(Clone)]
-pub struct Observed {
-    pub resource: ResourceStats,
-    pub recorder: Arc<Recorder>,
-    pub elapsed: Duration,
-    /// S7: whether the waiter whose session expired was ever told "acquired".
-    pub expired_waiter_acquired: Option<bool>,
-    /// S7: the claims (keys, nodes, rows) the servers still held for the lock at the end;
-    /// `Err` when they could not be read.
-    pub leftovers: Option<Result<Vec<String>, String>>,
-    pub notes: Vec<String>,
-    pub nemesis: Vec<NemesisEvent>,
-    /// The history segment the stage opened ([`crate::history::phase_id`]); empty where
-    /// the observation has none of its own.
-    pub phase: String,
-    /// P1 / J2: the power loss under a holder.
-    pub power: Option<crate::judgement::PowerSeen>,
-    /// P1 / J2: what the backend's setting is expected to do.
-    pub power_expected: Option<crate::judgement::Expected>,
-}
-
-impl Observed {
-    /// An observation made of resource counts alone (the nemesis entries, and tests).
-    pub fn of(resource: ResourceStats, elapsed: Duration, nemesis: Vec<NemesisEvent>) -> Self {
-        Observed {
-            resource,
-            recorder: Arc::new(Recorder::new(1)),
-            elapsed,
-            expired_waiter_acquired: None,
-            leftovers: None,
-            notes: Vec::new(),
-            phase: String::new(),
-            nemesis,
-            power: None,
-            power_expected: None,
-        }
-    }
-}
-
-/// Shared by the scripts of one scenario on one backend.
-pub struct Ctx {
-    pub target: Arc<LocalTarget>,
-    pub kind: BackendKind,
-    pub backend: Arc<dyn Backend>,
-    pub history: HistoryWriter,
-    pub run_id: String,
-    pub groups: Arc<AtomicU32>,
-}
-
-/// The TTL the choreographed scenarios use: short, so expiry comes soon.
-pub const TTL: Duration = Duration::from_secs(3);
-
-impl Ctx {
-    /// A backend whose clients go through their own proxies (so a fault can hit them alone).
-    pub async fn dedicated(&self) -> anyhow::Result<(u32, Arc<dyn Backend>)> {
-        let g = self.groups.fetch_add(1, Ordering::Relaxed) + 1;
-        let eps = self.target.client_endpoints(g)?;
-        let b = connect::connect(self.kind, &eps, Timeouts::default(), None).await?;
-        Ok((g, b))
-    }
-
-    pub fn key(&self, name: &str) -> String {
-        format!("dlbench-{}-{name}-{}", self.run_id, self.kind)
-    }
-
-    pub(super) fn nodes(&self) -> Vec<Arc<Node>> {
-        self.target.nodes_of(self.kind).into_iter().filter(|n| !n.replica).collect()
-    }
-
-    pub(super) fn net(&self) -> anyhow::Result<&Arc<crate::nemesis::net::Net>> {
-        self.target.net().ok_or_else(|| anyhow::anyhow!("scenarios need the target's proxies"))
-    }
-}
-
-/// One script's stage: its key and resource, its own history segment (whose times count
-/// from the resource's epoch), the faults it applies by hand, and its notes.
-pub struct Stage<'a> {
-    pub ctx: &'a Ctx,
-    pub key: String,
-    pub resource: Resource,
-    pub recorder: Arc<Recorder>,
-    notes: std::sync::Mutex<Vec<String>>,
-    events: std::sync::Mutex<Vec<NemesisEvent>>,
-    started: Instant,
-}
-
-impl<'a> Stage<'a> {
-    /// Open a history segment `name` for a script with `actors` clients on one key.
-    pub async fn open(ctx: &'a Ctx, name: &str, ttl: Duration, actors: usize) -> Stage<'a> {
-        let key = ctx.key(name);
-        let granted_ttl = ctx.backend.granted_ttl(ttl).await.ok();
-        ctx.history.sync().await;
-        ctx.history.record(&Record::Meta(Meta {
-            backend: ctx.kind.name().into(),
-            workload: name.into(),
-            keys: vec![key.clone()],
-            ttl_ms: ttl.as_millis() as u64,
-            fencing_tokens: ctx.backend.capabilities().fencing,
-            started_at: crate::results::now_rfc3339(),
-            split_votes: ctx.backend.capabilities().consistency == dlbench_core::Consistency::Ap,
-            granted_ttl,
-        }));
-        Stage {
-            ctx,
-            key,
-            resource: Resource::new(1),
-            recorder: Arc::new(Recorder::new(actors)),
-            notes: Default::default(),
-            events: Default::default(),
-            started: Instant::now(),
-        }
-    }
-
-    pub fn epoch(&self) -> Instant {
-        self.resource.epoch()
-    }
-
-    /// Process `p` of this script, a client of `backend`.
-    pub async fn actor(&self, p: u64, name: &'static str, backend: &Arc<dyn Backend>) -> Result<Actor, LockError> {
-        Actor::new(p, name, backend, &self.ctx.history, &self.resource, &self.recorder).await
-    }
-
-    /// Record a fault the script applies by hand (not through the nemesis).
-    pub fn event(&self, f: &str, phase: &str, targets: &[&str]) {
-        self.event_with(f, phase, targets, "");
-    }
-
-    /// A fault applied by hand, with its evidence (`detail`, as the nemesis records it).
-    pub fn event_with(&self, f: &str, phase: &str, targets: &[&str], detail: &str) {
-        let ns = self.epoch().elapsed().as_nanos() as u64;
-        let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
-        self.ctx.history.record(&Record::Nemesis { f: f.into(), phase: phase.into(), targets: targets.clone(), ns, detail: detail.into() });
-        self.events.lock().unwrap().push(NemesisEvent {
-            backend: String::new(),
-            workload: String::new(),
-            f: f.into(),
-            phase: phase.into(),
-            targets,
-            at_ms: ns / 1_000_000,
-            detail: detail.into(),
-        });
-    }
-
-    /// A whole, undisturbed critical section by `who` holding `lease`, then its release.
-    pub async fn use_and_release(&self, who: &Actor, lease: Lease) {
-        let mut s = self.resource.enter_lease(0, &lease);
-        s.read();
-        s.write_incremented();
-        s.exit();
-        who.section(s.record());
-        let _ = who.release(lease).await;
-    }
-
-    /// A nemesis that records into this stage's segment.
-    pub fn nemesis(&self, name: &str) -> Nemesis {
-        Nemesis::new(self.ctx.target.clone(), self.ctx.kind, name, self.epoch(), Some(self.ctx.history.clone()))
-    }
-
-    pub fn note(&self, s: impl Into<String>) {
-        self.notes.lock().unwrap().push(s.into());
-    }
-
-    /// Events a nemesis recorded into this stage's segment, for the observation.
-    pub fn extend_events(&self, events: Vec<NemesisEvent>) {
-        self.events.lock().unwrap().extend(events);
-    }
-
-    pub fn finish(self) -> Observed {
-        Observed {
-            resource: self.resource.stats(),
-            recorder: self.recorder,
-            elapsed: self.started.elapsed(),
-            expired_waiter_acquired: None,
-            leftovers: None,
-            notes: self.notes.into_inner().unwrap(),
-            nemesis: self.events.into_inner().unwrap(),
-            phase: crate::history::phase_id(self.ctx.kind.name(), &self.key),
-            power: None,
-            power_expected: None,
-        }
-    }
-}
-
-pub(super) fn opts(ttl: Duration, wait: Duration) -> AcquireOptions {
-    AcquireOptions::default().with_ttl(ttl).with_wait(wait).with_retry_interval(Duration::from_millis(20))
-}
+use super::stage::{opts, Ctx, Observed, Stage, TTL};
+use crate::faultlog::Mark;
+use crate::nemesis::{clock, FaultKind, FaultSpec, Targeting};
+use crate::cluster::local::Node;
 
 /// How the holder is stalled in S1 and S6.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -241,7 +49,7 @@ pub async fn stalled_holder(ctx: &Ctx, name: &str, stall: Stall, ttl: Duration, 
     let what = if stall == Stall::Pause { "client-pause" } else { "client-partition" };
     let nodes: Vec<usize> = ctx.nodes().iter().map(|n| n.index).collect();
     net.cut_clients(group, &nodes);
-    st.event(what, "start", &["holder"]);
+    st.event(what, Mark::Start, &["holder"]);
     // The next client waits for the lock; it should get it once the holder's lease or
     // session has expired on the servers (and, with a lock-delay, that long after).
     let wait = ttl * 4 + Duration::from_secs(10) + timing.lock_delay;
@@ -262,12 +70,12 @@ pub async fn stalled_holder(ctx: &Ctx, name: &str, stall: Stall, ttl: Duration, 
     let resume = |sv: &mut dlbench_core::Section<'_>| {
         if stall == Stall::Pause {
             net.heal();
-            st.event(what, "end", &["holder"]);
+            st.event(what, Mark::End, &["holder"]);
             sv.write_incremented();
         } else {
             sv.write_incremented();
             net.heal();
-            st.event(what, "end", &["holder"]);
+            st.event(what, Mark::End, &["holder"]);
         }
         // Out of the section once its write is in: with a fixed stall the next client may
         // still be on its way, and a section left open would count as an overlap.
@@ -312,13 +120,13 @@ pub async fn delayed_write(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
     // The write leaves now and arrives later; the holder, done as far as it knows, leaves
     // and releases.
     sv.exit();
-    st.event("write-delay", "start", &["holder"]);
+    st.event("write-delay", Mark::Start, &["holder"]);
     holder.release(lease).await?;
     let l = next.acquire(&st.key, &o).await?;
     st.use_and_release(&next, l).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     sv.write_incremented();
-    st.event("write-delay", "end", &["holder"]);
+    st.event("write-delay", Mark::End, &["holder"]);
     holder.section(sv.record());
     drop(sv);
     holder.client.close().await;
@@ -353,7 +161,7 @@ pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Resul
     net.cut_clients(gh, &[nodes[3].index, nodes[4].index]);
     net.cut_clients(gn, &[nodes[0].index, nodes[1].index]);
     let split = ["holder|redlock-4,5", "next|redlock-1,2"];
-    st.event("partition-clients", "start", &split);
+    st.event("partition-clients", Mark::Start, &split);
     let lease = holder.acquire(&st.key, &opts(ttl, Duration::from_secs(20))).await?;
     let mut sv = st.resource.enter_lease(0, &lease);
     sv.read();
@@ -388,13 +196,13 @@ pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Resul
             }
             _ = &mut restart_later, if !restarted => {
                 restarted = true;
-                st.event("kill", "end", &[&n3.name]);
+                st.event("kill", Mark::End, &[&n3.name]);
             }
         }
     }
     if !restarted {
         restart_later.await;
-        st.event("kill", "end", &[&n3.name]);
+        st.event("kill", Mark::End, &[&n3.name]);
     }
     holder.section(sv.record());
     drop(sv);
@@ -402,11 +210,11 @@ pub async fn redlock_forget(ctx: &Ctx, name: &str, how: Forget) -> anyhow::Resul
     if let Some(f) = &n3.clock_file {
         clock::set_offset(f, 0)?;
         if how == Forget::ClockJump {
-            st.event("clock", "end", &[&n3.name]);
+            st.event("clock", Mark::End, &[&n3.name]);
         }
     }
     net.heal();
-    st.event("partition-clients", "end", &split);
+    st.event("partition-clients", Mark::End, &split);
     holder.client.close().await;
     next.client.close().await;
     Ok(st.finish())
@@ -419,16 +227,16 @@ async fn forget(st: &Stage<'_>, n3: &Node, how: Forget, ttl: Duration) -> anyhow
         Forget::ClockJump => {
             let f = n3.clock_file.as_ref().ok_or_else(|| anyhow::anyhow!("{} does not run under the clock shim", n3.name))?;
             clock::set_offset(f, ttl.as_millis() as i64 * 2)?;
-            st.event("clock", "start", &[&n3.name]);
+            st.event("clock", Mark::Start, &[&n3.name]);
             tokio::time::sleep(Duration::from_millis(300)).await; // the shim re-reads every 50 ms
         }
         Forget::RestartNow | Forget::RestartAfterTtl => {
             n3.kill();
-            st.event("kill", "start", &[&n3.name]);
+            st.event("kill", Mark::Start, &[&n3.name]);
             if how == Forget::RestartNow {
                 n3.start()?;
                 st.ctx.target.wait_healthy(st.ctx.kind).await?;
-                st.event("kill", "end", &[&n3.name]);
+                st.event("kill", Mark::End, &[&n3.name]);
             }
         }
     }
@@ -471,12 +279,12 @@ pub async fn failover(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
     let next = st.actor(1, "next", &ctx.backend).await?;
     // Replication lags: the replica's link to the primary is cut.
     net.cut_link(replica.index, primary.index);
-    st.event("partition", "start", &[&replica.name, &primary.name]);
+    st.event("partition", Mark::Start, &[&replica.name, &primary.name]);
     let lease = holder.acquire(&st.key, &opts(TTL * 3, Duration::from_secs(10))).await?;
     let mut sv = st.resource.enter_lease(0, &lease);
     sv.read();
     let nem = st.nemesis(name);
-    let fault = nem.start(FaultSpec { kind: FaultKind::Failover, target: Targeting::Random }).await.map_err(anyhow::Error::msg)?;
+    let fault = nem.start(FaultSpec { kind: FaultKind::Failover, target: Targeting::Random }).await.map_err(|(e, _)| anyhow::Error::msg(e))?;
     let mut got = false;
     for _ in 0..20 {
         match next.acquire(&st.key, &opts(TTL * 3, Duration::from_secs(2))).await {
@@ -498,7 +306,7 @@ pub async fn failover(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
     drop(sv);
     let _ = holder.release(lease).await;
     net.heal();
-    st.event("partition", "end", &[&replica.name, &primary.name]);
+    st.event("partition", Mark::End, &[&replica.name, &primary.name]);
     nem.end(fault).await.map_err(anyhow::Error::msg)?;
     st.extend_events(nem.events());
     holder.client.close().await;
@@ -531,10 +339,10 @@ pub async fn expired_waiter(ctx: &Ctx, name: &str) -> anyhow::Result<Observed> {
     let fault = async {
         tokio::time::sleep(Duration::from_millis(500)).await; // the waiter is queued
         net.cut_clients(group, &nodes);
-        st.event("client-partition", "start", &["waiter"]);
+        st.event("client-partition", Mark::Start, &["waiter"]);
         tokio::time::sleep(TTL * 2 + Duration::from_secs(1)).await;
         net.heal();
-        st.event("client-partition", "end", &["waiter"]);
+        st.event("client-partition", Mark::End, &["waiter"]);
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let (r, ()) = tokio::join!(wait, async {

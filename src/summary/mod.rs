@@ -4,6 +4,7 @@
 //! types; nothing here renders, and nothing here imports a renderer.
 
 pub mod answer;
+mod judged;
 pub mod calibration;
 pub mod medium;
 pub mod usage;
@@ -19,11 +20,14 @@ use serde::{Deserialize, Serialize};
 use hdrhistogram::Histogram;
 
 use crate::checker::{SegmentVerdict, Validity};
-use crate::nemesis::NemesisEvent;
+use crate::faultlog::NemesisEvent;
 use crate::stats::{Percentiles, TimePoint};
-use crate::judgement::{self, Availability, CheckBrief, FencingMode, Measured, SafetyCounts, Verdict};
+use crate::judgement::{self, Availability, CheckBrief, FencingMode, SafetyCounts, Verdict};
 
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// `errors_window` of a workload whose `errors` count the measured window (warm-up excluded).
+pub const ERRORS_WINDOW_MEASURED: &str = "measured";
 
 /// The JSON Schema of `summary.json`, as committed in `schema/summary.schema.json`.
 pub fn json_schema() -> String {
@@ -144,6 +148,12 @@ pub struct WorkloadSummary {
     pub timeseries: Vec<TimePoint>,
     pub errors: u64,
     pub error_kinds: BTreeMap<String, u64>,
+    /// Which window `errors` and `error_kinds` count: [`ERRORS_WINDOW_MEASURED`], the one
+    /// `acquired`, `timeouts` and the rates count (warm-up excluded). Absent where they count
+    /// the whole phase, warm-up included: summaries written before issue 54, and figures
+    /// rebuilt from the history of an interrupted run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors_window: Option<String>,
     pub timeouts: u64,
     /// Acquires cut short by an interrupt or the drain bound (not errors of the lock).
     #[serde(default)]
@@ -177,6 +187,17 @@ pub struct WorkloadSummary {
     /// This phase's verdict (see `verdict`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// Each fault judged in its own window, and the quiet time between them (absent without
+    /// a history).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<judgement::window::Windows>,
+    /// A scenario's choreography (a holder paused, a node restarted on cue) rather than a
+    /// load under a nemesis: judged by the scenario's expectation, never given a class.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub choreographed: bool,
+    /// The scenario's expectation for this choreography, and whether it was met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectation: Option<judgement::Expectation>,
     #[serde(default)]
     pub nemesis: Vec<NemesisEvent>,
     /// Server CPU time (utime + stime of every process of the backend's servers, over the
@@ -197,63 +218,8 @@ pub struct WorkloadSummary {
     pub harness_peak_rss_mb: Option<f64>,
 }
 
-impl WorkloadSummary {
-    /// Faults of the lock service that were applied in this phase (started; skipped ones
-    /// are not), by name. Faults of the holder (a paused or cut-off client, a delayed write:
-    /// the scenarios' `client-*`, `write-delay`, `partition-clients`) break every lease lock
-    /// by design and say nothing of the service's class, so they are not counted.
-    /// A fault whose probe showed it did nothing (a cut that dropped no traffic) is not
-    /// applied: see [`WorkloadSummary::faults_no_effect`].
-    pub fn faults_applied(&self) -> Vec<String> {
-        crate::nemesis::effects(&self.nemesis, |f| !holder_side(f)).0
-    }
-
-    /// Faults of the service that started but were shown to have done nothing.
-    pub fn faults_no_effect(&self) -> Vec<String> {
-        crate::nemesis::effects(&self.nemesis, |f| !holder_side(f)).1
-    }
-
-    /// Faults the target could not apply in this phase.
-    pub fn faults_skipped(&self) -> Vec<String> {
-        dedup(self.nemesis.iter().filter(|e| e.phase == "skipped" && !crate::nemesis::no_effect(&e.detail)).map(|e| e.f.clone()))
-    }
-
-    fn measured(&self, has_tokens: bool, claimed: &str, unchecked: Option<&str>) -> Measured {
-        Measured {
-            sections: self.sections,
-            availability_missing: unchecked.map(str::to_string),
-            faults_no_effect: self.faults_no_effect(),
-            counts: self.counts.clone(),
-            has_tokens,
-            checks: self.checks.clone(),
-            availability: self.availability.clone(),
-            claimed: claimed.to_string(),
-            faults_applied: self.faults_applied(),
-            faults_skipped: self.faults_skipped(),
-            exposure: self.exposure,
-        }
-    }
-}
-
-/// Faults of the holder (a paused or cut-off client, a delayed write: the scenarios'
-/// `client-*`, `write-delay`, `partition-clients`) break every lease lock by design and say
-/// nothing of the service's class.
-fn holder_side(f: &str) -> bool {
-    f.starts_with("client-") || f == "write-delay" || f == "partition-clients"
-}
-
 fn is_zero_u64(n: &u64) -> bool {
     *n == 0
-}
-
-fn dedup(it: impl Iterator<Item = String>) -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    for x in it {
-        if !v.contains(&x) {
-            v.push(x);
-        }
-    }
-    v
 }
 
 /// One backend over all its phases.
@@ -422,7 +388,6 @@ impl Summary {
         self.backends.iter().flat_map(|b| &b.workloads).any(|w| !w.faults_applied().is_empty())
     }
 
-    /// A fault was asked for somewhere but skipped or shown to do nothing.
     /// Hand each backend its segments' verdicts, paired by phase id, and derive its verdicts.
     pub fn attach_checks(&mut self, verdicts: &[SegmentVerdict], mode: FencingMode) {
         for b in &mut self.backends {
@@ -434,8 +399,26 @@ impl Summary {
         }
     }
 
+    /// A fault was asked for somewhere but skipped, shown to do nothing, or never seen to
+    /// take effect.
     pub fn faults_without_effect(&self) -> bool {
-        self.backends.iter().flat_map(|b| &b.workloads).any(|w| !w.faults_skipped().is_empty() || !w.faults_no_effect().is_empty())
+        self.backends.iter().flat_map(|b| &b.workloads).any(|w| {
+            let t = w.fault_tally();
+            !t.skipped.is_empty() || !t.no_effect.is_empty() || !t.unchecked.is_empty()
+        })
+    }
+
+    /// Every verdict of the run set (each phase's and each backend's) that says something
+    /// against itself, named: `judgement::contradictions` on each.
+    pub fn contradictions(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for b in &self.backends {
+            let phases = b.workloads.iter().map(|w| (format!("{} · {}", b.name, w.name), w.verdict.as_ref()));
+            for (name, v) in std::iter::once((b.name.clone(), b.verdict.as_ref())).chain(phases) {
+                out.extend(v.into_iter().flat_map(judgement::contradictions).map(|c| format!("{name}: {c}")));
+            }
+        }
+        out
     }
 
     /// The worst verdict over every backend: what the exit status says.
@@ -463,60 +446,6 @@ impl BackendSummary {
     pub fn with_connections(mut self, c: Option<dlbench_core::Connections>) -> Self {
         self.connections = c.map(|c| c.to_string());
         self
-    }
-
-    /// Attach the checkers' verdicts (none when no history was kept) and derive each phase's
-    /// verdict and the backend's. A phase takes the segment with its phase id; a phase whose
-    /// segment is missing (its stage failed, the history was cut) gets no checks, never a
-    /// neighbour's. Phases read back from a summary written before phase ids pair by position.
-    pub fn attach_checks(&mut self, verdicts: &[SegmentVerdict], mode: FencingMode) {
-        let has_tokens = self.capabilities.as_ref().and_then(|c| c["fencing"].as_bool()).unwrap_or(false);
-        let claimed = self
-            .capabilities
-            .as_ref()
-            .and_then(|c| c["consistency"].as_str())
-            .map(|c| c.to_uppercase())
-            .unwrap_or_else(|| "unknown".into());
-        for (i, w) in self.workloads.iter_mut().enumerate() {
-            let segment = if w.phase_id.is_empty() { verdicts.get(i) } else { verdicts.iter().find(|v| v.phase == w.phase_id) };
-            if let Some(v) = segment {
-                w.checks = judgement::briefs(v);
-                w.validity = Some(v.valid);
-                w.availability = v
-                    .results
-                    .iter()
-                    .find(|r| r.checker == "availability")
-                    .and_then(Availability::from_check)
-                    .filter(|_| !w.faults_applied().is_empty());
-            }
-            let missing = match (segment.is_some(), verdicts.is_empty()) {
-                (true, _) => None,
-                (false, true) => Some("no history kept (--history off), so no availability check"),
-                (false, false) => Some("this phase's history segment is missing, so no check"),
-            };
-            w.verdict = Some(judgement::verdict(&w.measured(has_tokens, &claimed, missing), mode));
-        }
-        self.validity = self.workloads.iter().filter_map(|w| w.validity).max();
-        self.availability = Availability::combine(self.workloads.iter().filter_map(|w| w.availability.as_ref()));
-        // The backend's verdict: every phase's counts and checks; evidence as weak as the
-        // weakest phase.
-        let m = Measured {
-            counts: self.counts.clone(),
-            has_tokens,
-            sections: self.workloads.iter().map(|w| w.sections).sum(),
-            checks: self.workloads.iter().flat_map(|w| w.checks.clone()).collect(),
-            availability: self.availability.clone(),
-            availability_missing: Some(if verdicts.is_empty() { "no history kept (--history off), so no availability check" } else { "no phase had an availability check" }.to_string()),
-            faults_no_effect: dedup(self.workloads.iter().flat_map(|w| w.faults_no_effect()))
-                .into_iter()
-                .filter(|f| !self.workloads.iter().any(|w| w.faults_applied().contains(f)))
-                .collect(),
-            claimed,
-            faults_applied: dedup(self.workloads.iter().flat_map(|w| w.faults_applied())),
-            faults_skipped: dedup(self.workloads.iter().flat_map(|w| w.faults_skipped())),
-            exposure: self.workloads.iter().filter(|w| w.sections > 0).filter_map(|w| w.exposure).reduce(f64::min),
-        };
-        self.verdict = Some(judgement::verdict(&m, mode));
     }
 
     /// A backend with nothing measured (yet): every figure zero or absent.

@@ -31,7 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::nemesis::NemesisEvent;
+use crate::faultlog::NemesisEvent;
 use crate::stats::{Percentiles, TimePoint};
 
 pub const SETTLE_SECONDS: usize = 3;
@@ -111,7 +111,7 @@ pub fn assess(series: &[TimePoint], warmup_s: f64, acquire: &Percentiles, servic
 /// from the phase start: a start its own check showed doing nothing, or whose heal's probe
 /// did, opens no window (as `nemesis::effects` counts them).
 pub fn fault_spans(events: &[NemesisEvent]) -> Vec<(String, u64, u64)> {
-    crate::nemesis::took_effect_spans(events).into_iter().map(|(f, start, end)| (f.to_string(), start, end.unwrap_or(u64::MAX))).collect()
+    crate::faultlog::windows(events).into_iter().filter(|w| !w.effect.is_none()).map(|w| (w.fault, w.start, w.heal.unwrap_or(u64::MAX))).collect()
 }
 
 /// The window's seconds the rate is not judged in: those a fault touched, and after each
@@ -312,16 +312,9 @@ mod tests {
     }
 
     fn fault(f: &str, from_ms: u64, to_ms: u64) -> Vec<NemesisEvent> {
-        let e = |phase: &str, at_ms: u64| NemesisEvent {
-            backend: "etcd".into(),
-            workload: "hot-key".into(),
-            f: f.into(),
-            phase: phase.into(),
-            targets: vec!["etcd-1".into()],
-            at_ms,
-            detail: String::new(),
-        };
-        vec![e("start", from_ms), e("end", to_ms)]
+        use crate::faultlog::{Effect, Mark};
+        let e = |phase: Mark, at_ms: u64| NemesisEvent::new(f, phase, &["etcd-1"], at_ms, Effect::confirmed("etcd-1 process gone"));
+        vec![e(Mark::Start, from_ms), e(Mark::End, to_ms)]
     }
 
     /// The case: a fault run whose rate dropped to nothing while the leader was
@@ -356,7 +349,7 @@ mod tests {
     fn a_fault_without_effect_excuses_nothing() {
         let ok = [220, 230, 225, 0, 0, 0, 221, 219, 223, 230, 225, 224, 10];
         let mut faults = fault("partition", 3_000, 6_000);
-        faults[1].detail = "checked: NOT dropped any traffic".into();
+        faults[1].effect = Some(crate::faultlog::Effect::none("NOT dropped any traffic"));
         let a = assess(&series(&ok), 0.0, &lat(2000, 5000), &lat(2000, 5000), 1000, &faults);
         assert!(a.anomalies.iter().any(|a| a.kind == "zero-seconds"), "{a:?}");
     }

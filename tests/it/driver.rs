@@ -112,3 +112,75 @@ async fn busy_try_locks_do_not_spin() {
     assert_eq!(p.resource.total.overlaps, 0, "the lock never allowed two holders");
     assert!(p.totals.acquired > 10);
 }
+
+/// A lock whose servers refuse every acquire until `until`, then are the memory lock.
+struct RefusingUntil {
+    inner: MemoryBackend,
+    until: std::time::Instant,
+}
+
+struct RefusingClient {
+    inner: Box<dyn dlbench_core::DistLock>,
+    until: std::time::Instant,
+}
+
+#[async_trait::async_trait]
+impl dlbench_core::DistLock for RefusingClient {
+    async fn acquire(&self, key: &str, opts: &dlbench_core::AcquireOptions) -> Result<dlbench_core::Lease, dlbench_core::LockError> {
+        if std::time::Instant::now() < self.until {
+            return Err(dlbench_core::LockError::Unavailable("refused, as a server starting up would".into()));
+        }
+        self.inner.acquire(key, opts).await
+    }
+    async fn release(&self, lease: dlbench_core::Lease) -> Result<(), dlbench_core::LockError> {
+        self.inner.release(lease).await
+    }
+    async fn extend(&self, lease: &mut dlbench_core::Lease, ttl: Duration) -> Result<(), dlbench_core::LockError> {
+        self.inner.extend(lease, ttl).await
+    }
+    async fn abandon(&self) {
+        self.inner.abandon().await
+    }
+    async fn close(&self) {
+        self.inner.close().await
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for RefusingUntil {
+    fn name(&self) -> &'static str {
+        "refusing"
+    }
+    fn capabilities(&self) -> dlbench_core::Capabilities {
+        self.inner.capabilities()
+    }
+    async fn client(&self) -> Result<Box<dyn dlbench_core::DistLock>, dlbench_core::LockError> {
+        Ok(Box::new(RefusingClient { inner: self.inner.client().await?, until: self.until }))
+    }
+    fn describe(&self) -> String {
+        "memory, refusing at first".into()
+    }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, dlbench_core::LockError> {
+        self.inner.claims(key).await
+    }
+}
+
+/// `errors` counts the measured window, as acquisitions and timeouts do (issue 54: it once
+/// counted the whole phase): a phase whose warm-up is all refusals and whose measured window
+/// has none reports 0 errors, says which window (`errors_window`), and still shows the
+/// warm-up's failures in its per-second series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_in_the_warm_up_are_not_counted_as_the_phases() {
+    let backend: Arc<dyn Backend> = Arc::new(RefusingUntil { inner: MemoryBackend::new(), until: std::time::Instant::now() + Duration::from_millis(400) });
+    let w = Workload { clients: 2, keys: 4, warmup: Duration::from_millis(900), duration: Duration::from_millis(600), ..wl("refused-warm-up") };
+    let p = run_phase(backend, &w, "t-warm-errors", &CancellationToken::new(), PhaseOutputs::default()).await.unwrap();
+    let series_failed: u64 = p.timeseries.iter().map(|t| t.failed).sum();
+    assert!(series_failed >= 4, "the warm-up's refusals are in the series: {series_failed}");
+    assert!(p.totals.acquired > 10, "the measured window acquired: {}", p.totals.acquired);
+    let s = dlbench::summarize::workload(&p);
+    assert_eq!(s.errors, 0, "warm-up errors counted as the measured window's: {:?}", s.error_kinds);
+    assert!(s.error_kinds.is_empty(), "{:?}", s.error_kinds);
+    assert_eq!(s.errors_window.as_deref(), Some(dlbench::summary::ERRORS_WINDOW_MEASURED));
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["errors_window"], "measured", "summary.json says which window");
+}

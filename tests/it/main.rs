@@ -27,6 +27,7 @@ mod durability;
 mod expiry;
 mod external;
 mod faults;
+mod first_use;
 mod lifecycle;
 mod mutation;
 mod nats;

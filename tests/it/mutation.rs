@@ -225,7 +225,7 @@ async fn judge(m: Mutation, w: &str, mode: FencingMode) -> Judged {
     let mut b = dlbench::summarize::backend("mutant", serde_json::to_value(backend.capabilities()).ok(), &[phase]);
     b.attach_checks(&verdicts, mode);
     let _ = std::fs::remove_dir_all(&dir);
-    let checks = b.workloads[0].checks.iter().map(|c| (c.checker.clone(), c.valid, c.message.clone())).collect();
+    let checks = b.workloads[0].checks.iter().map(|c| (c.checker.to_string(), c.valid, c.message.clone())).collect();
     Judged { verdict: b.verdict.unwrap(), checks }
 }
 
@@ -293,7 +293,7 @@ fn assert_found(j: &Judged) {
     assert_eq!(j.verdict.valid, Validity::Invalid, "{}", j.verdict.summary);
     assert!(j.verdict.headline.contains("failed acquire took effect"), "{}", j.verdict.headline);
     assert!(!j.verdict.findings.is_empty(), "{:?}", j.verdict);
-    assert!(!j.verdict.safety.contains("unsafe"), "no two holders were seen: {}", j.verdict.summary);
+    assert!(!j.verdict.safety.as_str().contains("unsafe"), "no two holders were seen: {}", j.verdict.summary);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -68,12 +68,14 @@ fn nats_holds_under_kill_pause_and_partition_and_a_lock_without_the_compare_does
 
 /// The four-properties table (summary.json, summary.md) and the AP / CP table (terminal)
 /// have a nats row with figures this run measured: expiry, reentrancy, the grant rate under
-/// the faults, the class claimed and the class observed. The expiry is the bucket's max age,
-/// 10 s (the backend's default, which neither --ttl nor the probe's 3 s changes: the server
-/// has no per-key TTL), so the abandoned lock outlives the 3 s asked (measured 10.01 s).
+/// the faults, the class claimed and the class observed. The expiry is the TTL the probe
+/// asked (3 s): its lock lives in the bucket whose max age is 3 s. (Issue 54: every lock
+/// once lived in one 10 s bucket, and the cell read "10.01 s (TTL 3 s)".)
 fn tables_have_a_measured_nats_row(s: &serde_json::Value, stdout: &str, dir: &std::path::Path) {
     let p = &s["backends"][0]["properties"];
-    assert!(p["expiry_ms"].as_u64().is_some_and(|ms| (9_500..15_000).contains(&ms)), "nats expiry, bucket max age 10 s: {p}");
+    let ttl = p["ttl_ms"].as_u64().unwrap();
+    assert_eq!(ttl, 3_000, "{p}");
+    assert!(p["expiry_ms"].as_u64().is_some_and(|ms| (ttl - 100..ttl + 2_000).contains(&ms)), "nats expiry, the probe's TTL {ttl} ms: {p}");
     assert!(p["reentrancy"].as_str().is_some_and(|r| r.starts_with("blocks")), "nats reentrancy (a second create finds the key): {p}");
     let md = std::fs::read_to_string(dir.join("latest/summary.md")).unwrap();
     let row = md.lines().find(|l| l.starts_with("| ") && l.contains("| nats |") && l.contains("(TTL 3 s)"));
@@ -150,5 +152,35 @@ fn a_nats_cluster_with_a_password_refuses_a_client_without_it() {
     assert!(processes_under(&dir).is_empty(), "left behind: {:?}", processes_under(&dir));
     if let Err(p) = checks {
         std::panic::resume_unwind(p);
+    }
+}
+
+/// `kill:leader` on NATS kills the leader of the stream the phase's locks go through: the
+/// bucket of the TTL they ask for, each bucket a stream with a leader of its own. (Issue 54:
+/// the lookup once always asked for the 10 s bucket's leader, whatever the plan's TTL.) Buckets
+/// are made for TTLs in turn until two have different leaders; for each, the lookup names its
+/// own bucket's leader, as the servers report it.
+#[test]
+fn the_leader_looked_up_is_the_leader_of_the_plans_ttl_bucket() {
+    use std::time::Duration;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let backend = rt.block_on(crate::support::backend(dlbench::kind::BackendKind::Nats));
+    let ep = crate::support::endpoints().nats.as_ref().unwrap().endpoints[0].clone();
+    let mut leaders: Vec<(Duration, String)> = Vec::new();
+    for s in 3..=14u64 {
+        let ttl = Duration::from_millis(s * 1000 + 7);
+        rt.block_on(backend.granted_ttl(ttl)).unwrap();
+        let bucket = dlbench_nats::bucket_name(ttl);
+        let leader = rt.block_on(dlbench_nats::admin::bucket_leader(&ep, &bucket, None, Duration::from_secs(5))).unwrap();
+        leaders.push((ttl, leader));
+        if leaders.iter().any(|(_, l)| *l != leaders[0].1) {
+            break;
+        }
+    }
+    let (first, other) = (&leaders[0], leaders.last().unwrap());
+    assert_ne!(first.1, other.1, "every bucket had one leader, so the lookup cannot be told apart: {leaders:?}");
+    for (ttl, leader) in [first, other] {
+        let looked_up = crate::support::leader(dlbench::kind::BackendKind::Nats, *ttl);
+        assert_eq!(looked_up.as_deref(), Some(leader.as_str()), "TTL {ttl:?}: the lookup named another bucket's leader ({leaders:?})");
     }
 }

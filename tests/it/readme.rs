@@ -146,6 +146,7 @@ fn shell(line: &Line, compose_plugin: bool) -> Command {
         .current_dir(repo())
         .env("PATH", path)
         .env("DLBENCH_TIME_SCALE", "0.1")
+        .env("DLBENCH_STRICT_VERDICTS", "1")
         .env("COMPOSE_PROJECT_NAME", PROJECT)
         .env_remove("DLBENCH_LOG")
         .stdin(Stdio::null());

@@ -607,8 +607,9 @@ async fn zookeeper_and_the_postgres_row_are_reentrant() {
 
 /// What each server grants for a requested TTL, asked of the server: etcd rounds 2.5 s up to
 /// a whole 3 s lease; ZooKeeper raises a 100 ms session to its minimum (the local target's
-/// `minSessionTimeout=1000`); Redis and the lease table keep the request to the millisecond; session-level
-/// advisory locks and `GET_LOCK` have no TTL.
+/// `minSessionTimeout=1000`); Redis and the lease table keep the request to the millisecond,
+/// and NATS as the max age of the bucket it makes for that TTL; session-level advisory locks
+/// and `GET_LOCK` have no TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_server_says_the_ttl_it_grants() {
     use dlbench_core::GrantedTtl;
@@ -619,7 +620,7 @@ async fn each_server_says_the_ttl_it_grants() {
         GrantedTtl::Session { ms } => assert_eq!(ms, 1000, "ZooKeeper negotiated {ms} ms for 100 ms"),
         other => panic!("zookeeper grants {other:?}"),
     }
-    for kind in [BackendKind::Redis, BackendKind::Postgres, BackendKind::PgAdvisoryXact] {
+    for kind in [BackendKind::Redis, BackendKind::Postgres, BackendKind::PgAdvisoryXact, BackendKind::Nats] {
         assert_eq!(granted(kind).await, GrantedTtl::Lock { ms: 2500 }, "{kind}");
     }
     for kind in [BackendKind::PgAdvisory, BackendKind::MariadbGetLock] {

@@ -52,6 +52,17 @@ pub fn endpoints() -> &'static Endpoints {
         .0
 }
 
+/// The name of the node the shared target's nemesis would take for `kind`'s leader, locks
+/// asking for `lock_ttl` (the `Faults` lookup behind `kill:leader`).
+pub fn leader(kind: BackendKind, lock_ttl: Duration) -> Option<String> {
+    use dlbench::nemesis::Faults;
+    endpoints();
+    let g = TARGET.lock().unwrap();
+    let t = g.as_ref().expect("the shared target is up");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(t.leader(kind, lock_ttl)).map(|n| n.name)
+}
+
 /// A backend connected to the shared servers.
 pub async fn backend(kind: BackendKind) -> Arc<dyn Backend> {
     let eps = endpoints();

@@ -18,17 +18,17 @@
 //! - a contended acquire polls after a jittered retry interval, like redis-py;
 //! - expiry is the bucket's `max_age`: a lock whose holder vanished is dropped by the
 //!   stream that long after its last write. Per-message TTL (`Nats-TTL`) came in server
-//!   2.11 and Debian ships 2.9, so the TTL is the bucket's, fixed when the bucket is made,
-//!   whatever an acquire asks for. The bucket's name carries it, so two backends with
-//!   different TTLs never share a bucket, and `granted_ttl` reports it. A holder's lease
-//!   is valid for the shorter of the asked TTL and the bucket's.
+//!   2.11 and Debian ships 2.9, so the TTL is the bucket's, fixed when the bucket is made.
+//!   So there is a bucket per TTL: an acquire asking for a TTL takes its lock in that TTL's
+//!   bucket (`dlbench-kvlock-<ms>ms`, made on first use, or by `granted_ttl` before a
+//!   phase), and a lock expires after the TTL asked. A renewal asking another TTL cannot
+//!   move the lock to another bucket: the lease is then valid for the shorter of the two.
 
 pub mod admin;
 mod lock;
 
 use std::time::Duration;
 
-use async_nats::jetstream::kv::Store;
 use async_nats::jetstream::stream::{self, DiscardPolicy, LastRawMessageErrorKind, StorageType};
 use async_nats::jetstream::Context;
 use async_trait::async_trait;
@@ -43,7 +43,9 @@ pub struct NatsConfig {
     pub endpoints: Vec<String>,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
-    /// The bucket's `max_age`: how long a lock outlives its holder's last write.
+    /// The TTL of the bucket made at connect (so a cluster without JetStream is refused
+    /// then, not at the first acquire). An acquire takes its lock in the bucket of the TTL
+    /// it asks for, whatever this is.
     pub lock_ttl: Duration,
     /// Stream replicas of the bucket (3 on a three-node cluster).
     pub replicas: usize,
@@ -64,10 +66,17 @@ impl NatsConfig {
         }
     }
 
-    /// The bucket for this TTL: `dlbench-kvlock-<ms>ms`.
+    /// The bucket made at connect: [`bucket_name`] of `lock_ttl`.
     pub fn bucket(&self) -> String {
-        format!("dlbench-kvlock-{}ms", self.lock_ttl.as_millis())
+        bucket_name(self.lock_ttl)
     }
+}
+
+/// The bucket whose `max_age` is `ttl`, where locks asking for `ttl` live:
+/// `dlbench-kvlock-<ms>ms`. A target's leader lookup for `kill:leader` asks for the leader
+/// of this bucket's stream, for the TTL the plan's locks use.
+pub fn bucket_name(ttl: Duration) -> String {
+    format!("dlbench-kvlock-{}ms", ttl.as_millis())
 }
 
 /// A test hook, and nothing else: when set to 1, acquire, renew and release write without
@@ -103,18 +112,19 @@ async fn open(cfg: &NatsConfig) -> Result<Context, LockError> {
     Ok(js)
 }
 
-/// The lock bucket, made if absent (an identical bucket made by another client is fine).
-/// The stream is made here as async-nats's `create_key_value` would make it, not by that
-/// call: it first reads the account's JetStream info, whose reply from a 2.9 server lacks
-/// fields (`reserved_memory`) the 0.52 client requires.
-async fn bucket(js: &Context, cfg: &NatsConfig) -> Result<Store, LockError> {
-    let name = cfg.bucket();
+/// The lock bucket of `ttl`, made if absent (an identical bucket made by another client is
+/// fine), once it has a stream leader. The stream is made here as async-nats's
+/// `create_key_value` would make it, not by that call: it first reads the account's
+/// JetStream info, whose reply from a 2.9 server lacks fields (`reserved_memory`) the 0.52
+/// client requires.
+async fn make_bucket(js: &Context, cfg: &NatsConfig, ttl: Duration) -> Result<(), LockError> {
+    let name = bucket_name(ttl);
     let stream = stream::Config {
         name: format!("KV_{name}"),
         description: Some("dlbench locks".into()),
         subjects: vec![format!("$KV.{name}.>")],
         max_messages_per_subject: 1,
-        max_age: cfg.lock_ttl,
+        max_age: ttl,
         storage: StorageType::File,
         num_replicas: cfg.replicas,
         discard: DiscardPolicy::New,
@@ -125,16 +135,66 @@ async fn bucket(js: &Context, cfg: &NatsConfig) -> Result<Store, LockError> {
         ..Default::default()
     };
     let within = cfg.request_timeout * 2;
-    let unavailable = |e: &dyn std::fmt::Display| LockError::Unavailable(format!("nats: bucket {name}: {e}"));
-    match tokio::time::timeout(within, js.get_or_create_stream(stream)).await {
-        Err(_) => return Err(LockError::Unavailable(format!("nats: bucket {name} not made within {within:?}"))),
-        Ok(Err(e)) => return Err(unavailable(&e)),
-        Ok(Ok(_)) => {}
+    let failed = match tokio::time::timeout(within, js.get_or_create_stream(stream)).await {
+        Err(_) => format!("nats: bucket {name} not made within {within:?}"),
+        Ok(Err(e)) => format!("nats: bucket {name}: {e}"),
+        Ok(Ok(_)) => return leader_elected(js, &name, within).await,
+    };
+    // Two clients making one bucket at the same moment (two `dlbench lock` processes, two
+    // tests on fresh servers): a 2.9 cluster makes it for one and lets the other's request
+    // time out. The bucket is there when its stream is, with a leader.
+    leader_elected(js, &name, within).await.map_err(|_| LockError::Unavailable(failed))
+}
+
+/// The buckets known to exist, by TTL in milliseconds, shared by a backend's clients so
+/// only the first acquire of a TTL (or `granted_ttl` before it) makes its bucket.
+#[derive(Default)]
+pub(crate) struct Buckets {
+    known: std::sync::Mutex<std::collections::BTreeSet<u64>>,
+    /// Held while a bucket is made, so clients arriving together make it once.
+    making: tokio::sync::Mutex<()>,
+}
+
+impl Buckets {
+    /// The bucket of `ttl`, made through `js` first if it is not known to exist.
+    pub(crate) async fn ensure(&self, js: &Context, cfg: &NatsConfig, ttl: Duration) -> Result<Bucket, LockError> {
+        let ms = ttl.as_millis() as u64;
+        if !self.known.lock().unwrap().contains(&ms) {
+            let _one = self.making.lock().await;
+            if !self.known.lock().unwrap().contains(&ms) {
+                make_bucket(js, cfg, ttl).await?;
+                self.known.lock().unwrap().insert(ms);
+            }
+        }
+        Bucket::of(js, ttl).await
     }
-    leader_elected(js, &name, within).await?;
-    match tokio::time::timeout(within, js.get_key_value(name.clone())).await {
-        Err(_) => Err(LockError::Unavailable(format!("nats: bucket {name} not opened within {within:?}"))),
-        Ok(r) => r.map_err(|e| unavailable(&e)),
+
+    /// A bucket found missing (its stream gone: a cluster that lost its data): the next
+    /// acquire of its TTL makes it again.
+    pub(crate) fn forget(&self, ttl: Duration) {
+        self.known.lock().unwrap().remove(&(ttl.as_millis() as u64));
+    }
+
+    fn ttls(&self) -> Vec<Duration> {
+        self.known.lock().unwrap().iter().map(|ms| Duration::from_millis(*ms)).collect()
+    }
+}
+
+/// One TTL's bucket as a client uses it: its name (the subjects' prefix), its stream (reads
+/// and erasures, through the client's own connection) and its max age.
+#[derive(Clone)]
+pub(crate) struct Bucket {
+    pub(crate) name: String,
+    pub(crate) stream: async_nats::jetstream::stream::Stream<()>,
+    pub(crate) ttl: Duration,
+}
+
+impl Bucket {
+    /// A handle, without a request (the bucket is known to exist).
+    async fn of(js: &Context, ttl: Duration) -> Result<Bucket, LockError> {
+        let name = bucket_name(ttl);
+        let stream = js.get_stream_no_info(format!("KV_{name}")).await.map_err(|e| LockError::Config(format!("nats: bucket {name}: {e}")))?;
+        Ok(Bucket { name, stream, ttl })
     }
 }
 
@@ -157,27 +217,13 @@ async fn leader_elected(js: &Context, name: &str, within: Duration) -> Result<()
     }
 }
 
-/// A connection with the lock bucket open on it.
-#[derive(Clone)]
-struct Conn {
-    js: Context,
-    store: Store,
-}
-
-impl Conn {
-    async fn open(cfg: &NatsConfig) -> Result<Conn, LockError> {
-        let js = open(cfg).await?;
-        let store = bucket(&js, cfg).await?;
-        Ok(Conn { js, store })
-    }
-}
-
-/// A connected NATS cluster and its lock bucket.
+/// A connected NATS cluster: the backend's own connection, and the buckets its clients know.
 pub struct NatsBackend {
-    /// The backend's own connection: `claims`, and every client in `Shared` mode.
-    conn: Conn,
+    /// `claims`, `granted_ttl`, and every client in `Shared` mode.
+    js: Context,
     cfg: NatsConfig,
     connections: Connections,
+    buckets: std::sync::Arc<Buckets>,
 }
 
 impl NatsBackend {
@@ -185,9 +231,17 @@ impl NatsBackend {
         Self::connect_with(cfg, Connections::default()).await
     }
 
-    /// Connect; in `PerClient` mode each client opens a connection of its own.
+    /// Connect and make the bucket of `cfg.lock_ttl`; in `PerClient` mode each client opens
+    /// a connection of its own.
     pub async fn connect_with(cfg: NatsConfig, connections: Connections) -> Result<Self, LockError> {
-        Ok(NatsBackend { conn: Conn::open(&cfg).await?, cfg, connections })
+        let js = open(&cfg).await?;
+        let buckets = std::sync::Arc::new(Buckets::default());
+        buckets.ensure(&js, &cfg, cfg.lock_ttl).await?;
+        Ok(NatsBackend { js, cfg, connections, buckets })
+    }
+
+    fn lock(&self, js: Context) -> NatsLock {
+        NatsLock::new(js, self.buckets.clone(), self.cfg.clone())
     }
 }
 
@@ -200,25 +254,32 @@ impl Backend for NatsBackend {
         Capabilities::cp(Expiry::Ttl, WaitStyle::Poll)
     }
     async fn client(&self) -> Result<Box<dyn DistLock>, LockError> {
-        let conn = self.connections.pick(&self.conn, || Conn::open(&self.cfg)).await?;
-        Ok(Box::new(NatsLock::new(conn.js, conn.store, self.cfg.clone())))
+        let js = self.connections.pick(&self.js, || open(&self.cfg)).await?;
+        Ok(Box::new(self.lock(js)))
     }
     fn describe(&self) -> String {
-        format!("nats {} (bucket {}, {} replicas)", self.cfg.endpoints.join(","), self.cfg.bucket(), self.cfg.replicas)
+        format!("nats {} (a bucket per TTL, dlbench-kvlock-<ttl>ms, {} replicas)", self.cfg.endpoints.join(","), self.cfg.replicas)
     }
     fn connections(&self) -> Option<Connections> {
         Some(self.connections)
     }
-    /// The bucket's max age, whatever was asked: the server 2.9 has no per-key TTL.
-    async fn granted_ttl(&self, _requested: Duration) -> Result<GrantedTtl, LockError> {
-        Ok(GrantedTtl::Lock { ms: self.cfg.lock_ttl.as_millis() as u64 })
+    /// The TTL asked, as the max age of its bucket, made now (before a phase's load, so
+    /// no measured acquire pays for making it).
+    async fn granted_ttl(&self, requested: Duration) -> Result<GrantedTtl, LockError> {
+        let b = self.buckets.ensure(&self.js, &self.cfg, requested).await?;
+        Ok(GrantedTtl::Lock { ms: b.ttl.as_millis() as u64 })
     }
+    /// The key's holder in every bucket this backend knows.
     async fn claims(&self, key: &str) -> Result<Vec<String>, LockError> {
-        let l = NatsLock::new(self.conn.js.clone(), self.conn.store.clone(), self.cfg.clone());
-        Ok(match l.last(key).await? {
-            Last::Held(rev) => vec![format!("{} (revision {rev})", lock::kv_key(key))],
-            Last::Free(_) => Vec::new(),
-        })
+        let l = self.lock(self.js.clone());
+        let mut out = Vec::new();
+        for ttl in self.buckets.ttls() {
+            let b = Bucket::of(&self.js, ttl).await?;
+            if let Last::Held(rev) = l.last(&b, key).await? {
+                out.push(format!("{}.{} (revision {rev})", b.name, lock::kv_key(key)));
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -6,11 +6,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::docker::{docker, in_container};
-use super::network::round_trip;
+use crate::cluster::probe::round_trip;
 use super::redis::{redis_cli, retry_redis_cli};
 use super::{classify, ComposeTarget, Service};
 use crate::cluster::probe;
 use crate::kind::BackendKind;
+use crate::faultlog::Effect;
 use crate::nemesis::{FaultKind, Faults, NodeRef};
 
 fn node_ref(s: &Service) -> NodeRef {
@@ -41,11 +42,11 @@ impl Faults for ComposeTarget {
         }
     }
 
-    async fn leader(&self, kind: BackendKind) -> Option<NodeRef> {
+    async fn leader(&self, kind: BackendKind, lock_ttl: Duration) -> Option<NodeRef> {
         let nodes: Vec<&Service> = self.of(kind).into_iter().filter(|s| !s.replica).collect();
         let eps: Vec<String> = nodes.iter().map(|s| s.endpoint.clone()).collect();
         let names: Vec<String> = nodes.iter().map(|s| s.service.clone()).collect();
-        probe::leader(kind, &eps, &names, None, self.within).await.map(|i| node_ref(nodes[i]))
+        probe::leader(kind, &eps, &names, None, self.within, lock_ttl).await.map(|i| node_ref(nodes[i]))
     }
 
     async fn kill(&self, n: &NodeRef) -> Result<(), String> {
@@ -64,7 +65,7 @@ impl Faults for ComposeTarget {
         docker(&["unpause", &self.by_ref(n).container]).await.map(|_| ())
     }
 
-    async fn observe(&self, kind: FaultKind, n: &NodeRef) -> Option<String> {
+    async fn observe(&self, kind: FaultKind, n: &NodeRef) -> Option<Effect> {
         // Docker's own record of the container: killed is exited, paused is paused.
         let want = match kind {
             FaultKind::Kill => "exited",
@@ -73,7 +74,7 @@ impl Faults for ComposeTarget {
         };
         let status = docker(&["inspect", "-f", "{{.State.Status}}", &self.by_ref(n).container]).await.ok()?;
         let status = status.trim();
-        Some(if status == want { format!("container {status}") } else { format!("NOT {want}: container {status}") })
+        Some(if status == want { Effect::confirmed(format!("container {status}")) } else { Effect::none(format!("NOT {want}: container {status}")) })
     }
 
     async fn cut(&self, targets: &[NodeRef], rest: &[NodeRef], isolate: bool) -> Result<(), String> {
@@ -107,7 +108,7 @@ impl Faults for ComposeTarget {
         Ok(())
     }
 
-    async fn evidence(&self, kind: FaultKind, targets: &[NodeRef], rest: &[NodeRef], d: Duration) -> Option<String> {
+    async fn evidence(&self, kind: FaultKind, targets: &[NodeRef], rest: &[NodeRef], d: Duration) -> Option<Effect> {
         let t = self.by_ref(targets.first()?);
         match kind {
             FaultKind::Partition => {
@@ -119,16 +120,19 @@ impl Faults for ComposeTarget {
                 let probe = format!("timeout 1.5 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null && echo open || echo closed");
                 let seen = docker(&["exec", &t.container, "bash", "-c", &probe]).await.ok()?;
                 let client = round_trip(&t.endpoint, t.backend, Duration::from_secs(2)).await;
-                let cut = if seen.trim() == "closed" { format!("dropped: {} → {}:{port} unanswered for 1.5 s", t.service, r.service) } else { format!("NOT dropped: {} reached {}:{port}", t.service, r.service) };
                 let reach = match client {
                     Ok(ms) => format!("clients still reach {} ({ms:.0} ms to answer)", t.service),
                     Err(e) => format!("clients do not reach {} ({e})", t.service),
                 };
-                Some(format!("{cut}; {reach}"))
+                Some(if seen.trim() == "closed" {
+                    Effect::confirmed(format!("dropped: {} → {}:{port} unanswered for 1.5 s; {reach}", t.service, r.service))
+                } else {
+                    Effect::none(format!("NOT dropped: {} reached {}:{port}; {reach}", t.service, r.service))
+                })
             }
             FaultKind::Isolate => Some(match round_trip(&t.endpoint, t.backend, Duration::from_secs(2)).await {
-                Ok(ms) => format!("NOT cut off: {} answered a client in {ms:.0} ms", t.service),
-                Err(e) => format!("cut off: a client cannot reach {} ({e})", t.service),
+                Ok(ms) => Effect::none(format!("NOT cut off: {} answered a client in {ms:.0} ms", t.service)),
+                Err(e) => Effect::confirmed(format!("cut off: a client cannot reach {} ({e})", t.service)),
             }),
             FaultKind::Delay => {
                 // A request and its answer cross the delayed node's interface once each, so
@@ -136,9 +140,9 @@ impl Faults for ComposeTarget {
                 // host, Docker's port proxy completes that itself.
                 let want = 2.0 * d.as_secs_f64() * 1e3;
                 Some(match round_trip(&t.endpoint, t.backend, Duration::from_secs(10)).await {
-                    Ok(ms) if ms >= 0.9 * want => format!("held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis()),
-                    Ok(ms) => format!("NOT held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis()),
-                    Err(e) => format!("unknown: no answer from {} ({e})", t.service),
+                    Ok(ms) if ms >= 0.9 * want => Effect::confirmed(format!("held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis())),
+                    Ok(ms) => Effect::none(format!("NOT held: a request to {} took {ms:.0} ms to answer (2 × {} ms expected)", t.service, d.as_millis())),
+                    Err(e) => Effect::unchecked(format!("no answer from {} ({e})", t.service)),
                 })
             }
             _ => None,

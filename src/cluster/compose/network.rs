@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use super::docker::{docker, in_container, own_container};
 use super::{ComposeTarget, Service};
-use crate::kind::BackendKind;
 
 impl ComposeTarget {
     /// Delay sidecars of this project left by a dlbench that did not get to heal (killed):
@@ -93,33 +92,3 @@ pub(super) async fn delay_image(inside: bool) -> Result<String, String> {
 /// The bench service's image (docker-compose.yml).
 const BENCH_IMAGE: &str = "dlbench/bench:bookworm";
 
-/// The time from sending a server its smallest request to the first byte of its answer, in
-/// ms (the connection is opened first and not counted; MariaDB, which speaks first, from
-/// the connect to its greeting).
-pub(super) async fn round_trip(addr: &str, kind: BackendKind, within: Duration) -> Result<f64, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let ask: &[u8] = match kind.server() {
-        BackendKind::Redis | BackendKind::Redlock => b"PING\r\n",
-        BackendKind::Etcd => b"GET /health HTTP/1.1\r\nHost: etcd\r\n\r\n",
-        BackendKind::Zookeeper => b"srvr",
-        // SSLRequest: the server answers one byte, S or N.
-        BackendKind::Postgres => &[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f],
-        // MariaDB speaks first: the time from connecting to its greeting's first byte.
-        BackendKind::Mariadb => b"",
-        _ => return Err(format!("no probe for {kind}")),
-    };
-    let go = async {
-        let before = Instant::now();
-        let mut c = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        // A server that speaks first is timed from the connect.
-        let t0 = if ask.is_empty() { before } else { Instant::now() };
-        c.write_all(ask).await.map_err(|e| e.to_string())?;
-        let mut b = [0u8; 1];
-        match c.read(&mut b).await {
-            Ok(1) => Ok(t0.elapsed().as_secs_f64() * 1e3),
-            Ok(_) => Err("closed without an answer".to_string()),
-            Err(e) => Err(e.to_string()),
-        }
-    };
-    tokio::time::timeout(within, go).await.map_err(|_| format!("no answer in {} s", within.as_secs_f64()))?
-}

@@ -7,7 +7,14 @@ use async_trait::async_trait;
 
 use super::{redis_command, LocalTarget, Node};
 use crate::kind::BackendKind;
+use crate::faultlog::Effect;
+use crate::nemesis::net::{Held, Side};
 use crate::nemesis::{clock, FaultKind, Faults, NodeRef};
+
+/// How long a network fault's probe watches the proxies for traffic the rule held back:
+/// peers heartbeat and clients ask many times a second, so a cut that stopped nothing in
+/// this long stopped nothing the lock depends on.
+const EVIDENCE_WAIT: Duration = Duration::from_secs(2);
 
 impl LocalTarget {
     fn node(&self, n: &NodeRef) -> &Node {
@@ -40,8 +47,8 @@ impl Faults for LocalTarget {
         }
     }
 
-    async fn leader(&self, kind: BackendKind) -> Option<NodeRef> {
-        self.leader_node(kind).await.map(|n| node_ref(&n))
+    async fn leader(&self, kind: BackendKind, lock_ttl: Duration) -> Option<NodeRef> {
+        self.leader_node(kind, lock_ttl).await.map(|n| node_ref(&n))
     }
 
     async fn kill(&self, n: &NodeRef) -> Result<(), String> {
@@ -156,13 +163,54 @@ impl Faults for LocalTarget {
         Ok(())
     }
 
-    async fn observe(&self, kind: FaultKind, n: &NodeRef) -> Option<String> {
+    async fn evidence(&self, kind: FaultKind, targets: &[NodeRef], rest: &[NodeRef], _d: Duration) -> Option<Effect> {
+        let net = self.net()?.clone();
+        let t: Vec<usize> = targets.iter().map(|n| n.index).collect();
+        let r: Vec<usize> = rest.iter().map(|n| n.index).collect();
+        let names = |v: &[NodeRef]| v.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ");
+        let (tn, rn) = (names(targets), names(rest));
+        let node_in = |s: Side, set: &[usize]| matches!(s, Side::Node(x) if set.contains(&x));
+        // What the rules held back on the links this fault cuts or slows; zero until some
+        // client or peer really tried to cross them.
+        let seen = |h: &Held| -> Option<String> {
+            match kind {
+                FaultKind::Partition => {
+                    let (b, c) = h.cut_on(|s, n| (node_in(s, &t) && r.contains(&n)) || (node_in(s, &r) && t.contains(&n)));
+                    (b + c > 0).then(|| format!("held {b} bytes and {c} connections between {tn} and {rn}"))
+                }
+                FaultKind::Isolate => {
+                    let (b, c) = h.cut_on(|s, n| t.contains(&n) || node_in(s, &t));
+                    (b + c > 0).then(|| format!("held {b} bytes and {c} connections to and from {tn}"))
+                }
+                FaultKind::Delay => {
+                    let b = h.delayed_on(|s, n| t.contains(&n) || node_in(s, &t));
+                    (b > 0).then(|| format!("held {b} bytes to and from {tn}"))
+                }
+                _ => None,
+            }
+        };
+        if !matches!(kind, FaultKind::Partition | FaultKind::Isolate | FaultKind::Delay) {
+            return None;
+        }
+        let deadline = std::time::Instant::now() + EVIDENCE_WAIT;
+        loop {
+            if let Some(what) = seen(&net.held()) {
+                return Some(Effect::confirmed(what));
+            }
+            if std::time::Instant::now() >= deadline || net.is_healed() {
+                return Some(Effect::none(format!("NOT held: no traffic to or from {tn} met the rule in {} s", EVIDENCE_WAIT.as_secs_f64())));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn observe(&self, kind: FaultKind, n: &NodeRef) -> Option<Effect> {
         let node = self.node(n);
         match kind {
             // The process group was killed and reaped: nothing of it runs.
             FaultKind::Kill => Some(match node.pid() {
-                None => "process gone".into(),
-                Some(pid) => format!("NOT killed: pid {pid} still runs"),
+                None => Effect::confirmed("process gone"),
+                Some(pid) => Effect::none(format!("NOT killed: pid {pid} still runs")),
             }),
             // SIGSTOP is delivered asynchronously: look for the stopped state a while.
             FaultKind::Pause => {
@@ -171,11 +219,11 @@ impl Faults for LocalTarget {
                 for _ in 0..20 {
                     state = proc_state(pid).unwrap_or_default();
                     if state == "T" || state == "t" {
-                        return Some(format!("pid {pid} stopped (state {state})"));
+                        return Some(Effect::confirmed(format!("pid {pid} stopped (state {state})")));
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                Some(format!("NOT stopped: pid {pid} in state {state}"))
+                Some(Effect::none(format!("NOT stopped: pid {pid} in state {state}")))
             }
             // Ask the server its time: the shim moves it within 50 ms.
             FaultKind::Clock => {
@@ -188,10 +236,10 @@ impl Faults for LocalTarget {
                     let moved = secs - now;
                     seen = Some(moved);
                     if moved.abs() >= 2 {
-                        return Some(format!("clock {moved:+} s by the server's TIME"));
+                        return Some(Effect::confirmed(format!("clock {moved:+} s by the server's TIME")));
                     }
                 }
-                seen.map(|m| format!("NOT moved: the server's TIME is {m:+} s off"))
+                seen.map(|m| Effect::none(format!("NOT moved: the server's TIME is {m:+} s off")))
             }
             // The server was killed and reaped, the layer dropped what was unsynced and
             // unmounted: its own account, and the mount table, say so.
@@ -199,15 +247,15 @@ impl Faults for LocalTarget {
                 let layer = node.layer.as_ref()?;
                 let account = layer.last_line();
                 Some(match (node.pid(), layer.mounted()) {
-                    (Some(pid), _) => format!("NOT killed: pid {pid} still runs"),
-                    (None, true) => format!("NOT cut: {} is still mounted", node.data.display()),
-                    (None, false) if !account.contains("power loss:") => format!("NOT cut: the layer says {account:?}"),
-                    (None, false) => format!("process gone; {}", account.trim_start_matches("faultfs: ")),
+                    (Some(pid), _) => Effect::none(format!("NOT killed: pid {pid} still runs")),
+                    (None, true) => Effect::none(format!("NOT cut: {} is still mounted", node.data.display())),
+                    (None, false) if !account.contains("power loss:") => Effect::none(format!("NOT cut: the layer says {account:?}")),
+                    (None, false) => Effect::confirmed(format!("process gone; {}", account.trim_start_matches("faultfs: "))),
                 })
             }
             FaultKind::Failover => {
                 let info = redis_command(&node.real_addr, "INFO replication", self.password(), self.connect_timeout()).await.ok()?;
-                Some(if info.lines().any(|l| l.trim() == "role:master") { "role:master".into() } else { "NOT promoted: still a replica".into() })
+                Some(if info.lines().any(|l| l.trim() == "role:master") { Effect::confirmed("role:master") } else { Effect::none("NOT promoted: still a replica") })
             }
             _ => None,
         }

@@ -458,9 +458,9 @@ impl LocalTarget {
         self.connect_timeout
     }
 
-    /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper; for NATS the lock
-    /// bucket's stream leader), if any answers.
-    pub async fn leader_node(&self, kind: BackendKind) -> Option<Arc<Node>> {
+    /// The node that currently leads `kind`'s cluster (etcd, ZooKeeper; for NATS the leader
+    /// of the stream of `lock_ttl`'s bucket), if any answers.
+    pub async fn leader_node(&self, kind: BackendKind, lock_ttl: Duration) -> Option<Arc<Node>> {
         let nodes: Vec<Arc<Node>> = self.nodes_of(kind).into_iter().filter(|n| n.is_running() && !n.is_paused()).collect();
         match kind.server() {
             BackendKind::Etcd => {
@@ -481,7 +481,7 @@ impl LocalTarget {
             }
             BackendKind::Nats => {
                 for n in &nodes {
-                    if let Ok(name) = nats::leader_name(&n.real_addr, self.password.as_deref(), self.connect_timeout).await {
+                    if let Ok(name) = nats::leader_name(&n.real_addr, self.password.as_deref(), self.connect_timeout, lock_ttl).await {
                         return self.nodes.iter().find(|x| x.name == name).cloned();
                     }
                 }

@@ -86,10 +86,10 @@ pub async fn version(ep: &str, password: Option<&str>, within: Duration) -> Resu
     dlbench_nats::admin::version(ep, login(password), within).await
 }
 
-/// The server that leads the lock bucket's stream (the default bucket's), as `ep` sees it.
-pub async fn leader_name(ep: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
-    let bucket = dlbench_nats::NatsConfig::new(vec![]).bucket();
-    dlbench_nats::admin::bucket_leader(ep, &bucket, login(password), within).await
+/// The server that leads the stream of the bucket of `lock_ttl` (the locks asking for that
+/// TTL live there), as `ep` sees it.
+pub async fn leader_name(ep: &str, password: Option<&str>, within: Duration, lock_ttl: Duration) -> Result<String, String> {
+    dlbench_nats::admin::bucket_leader(ep, &dlbench_nats::bucket_name(lock_ttl), login(password), within).await
 }
 
 #[cfg(test)]

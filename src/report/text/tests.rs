@@ -106,8 +106,14 @@ fn the_table_groups_designs_by_family_in_any_run_order() {
 
 /// A verdict as a fault run stores it (the fields the AP / CP table reads).
 fn fault_verdict(availability: &str, rate: &str, recovery: &str, fencing: &str, exposure: f64, claims: &str, observed: Option<&str>, headline: &str) -> crate::judgement::Verdict {
+    // The safety word is the headline's first; a class "(contradicts)" is the flag.
+    let safety = headline.split([';', '(']).next().unwrap_or(headline).trim();
+    let (observed, contradiction) = match observed.map(|o| o.strip_suffix(" (contradicts)")) {
+        Some(Some(c)) => (Some(c), true),
+        _ => (observed, false),
+    };
     serde_json::from_value(serde_json::json!({
-        "safety": headline, "fencing": fencing, "evidence": if exposure >= 0.2 { "strong" } else { "weak" }, "exposure": exposure,
+        "safety": safety, "contradiction": contradiction, "fencing": fencing, "evidence": if exposure >= 0.2 { "strong" } else { "weak" }, "exposure": exposure,
         "availability": availability, "availability_rate": rate, "recovery": recovery, "class_claimed": claims,
         "class_observed": observed, "class_note": if observed.is_none() { Some("not tested: no grant rate outside the faults to compare with") } else { None },
         "faults_applied": ["kill", "pause", "partition"], "valid": "valid", "headline": headline, "summary": headline

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{hit, signed_s, Log, Measurement};
-use crate::scenario::scripts::{opts, Ctx, TTL};
+use crate::scenario::stage::{opts, Ctx, TTL};
 
 /// How the Redlock nodes restart in U4.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use super::{hit, raise_nofile, signed_s, split, window, Log, Measurement};
-use crate::scenario::scripts::{opts, Ctx};
+use crate::scenario::stage::{opts, Ctx};
 
 /// The waiter counts U7 steps through by default.
 pub const HERD: [usize; 4] = [1, 10, 100, 1000];

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use super::{hit, raise_nofile, split, window_bytes, Log, Measurement};
-use crate::scenario::scripts::{opts, Ctx, TTL};
+use crate::scenario::stage::{opts, Ctx, TTL};
 
 /// How many locks U3 keeps alive at once by default.
 pub const SCALE: usize = 1000;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::scripts::Ctx;
+use super::stage::Ctx;
 use crate::summary::scenario::Hit;
 
 mod erosion;

@@ -1,6 +1,7 @@
 //! U1: the lost-lock notice delay. How late a holder learns its lock is gone, cut off from
 //! the servers or not extended.
 
+use crate::faultlog::Mark;
 use std::time::{Duration, Instant};
 
 use dlbench_core::{Expiry, Lease};
@@ -9,7 +10,8 @@ use tokio::sync::watch;
 
 use super::{hit, signed_s, Log, Measurement};
 use crate::scenario::actor::Actor;
-use crate::scenario::scripts::{opts, Ctx, Stage, TTL};
+use crate::scenario::stage::{opts, Ctx, TTL};
+use crate::scenario::stage::Stage;
 use crate::summary::scenario::Hit;
 
 /// How the holder loses its lock in U1.
@@ -68,7 +70,7 @@ pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measurement> {
         log.at(format!("holder extended: {}", r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())));
         let nodes: Vec<usize> = ctx.target.nodes_of(ctx.kind).iter().map(|n| n.index).collect();
         net.cut_clients(group, &nodes);
-        st.event("client-partition", "start", &["holder"]);
+        st.event("client-partition", Mark::Start, &["holder"]);
     }
     let origin = Instant::now();
     log.at(if loss == Loss::CutOff { "holder cut off from every server" } else { "holder stops extending" });
@@ -83,7 +85,7 @@ pub async fn notice(ctx: &Ctx, loss: Loss) -> anyhow::Result<Measurement> {
     let valid_until = lease.valid_until;
     if loss == Loss::CutOff {
         net.heal();
-        st.event("client-partition", "end", &["holder"]);
+        st.event("client-partition", Mark::End, &["holder"]);
     }
     let release = match holder.release(lease).await {
         Ok(()) => "ok".to_string(),

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{hit, Log, Measurement};
 use crate::kind::BackendKind;
-use crate::scenario::scripts::Ctx;
+use crate::scenario::stage::Ctx;
 
 /// The U6 cases on a backend: (case, pooling mode, transaction-level lock, expect trouble).
 pub fn poolings(kind: BackendKind) -> Vec<(&'static str, &'static str, bool, bool)> {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{hit, signed_s, Log, Measurement};
-use crate::scenario::scripts::{opts, Ctx, TTL};
+use crate::scenario::stage::{opts, Ctx, TTL};
 
 /// The U5 cases: (case, one-way delay on the waiter's links). TTL 3 s: a round trip of a
 /// third of it, and one longer than it.

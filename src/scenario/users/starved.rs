@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{hit, signed_s, Log, Measurement};
-use crate::scenario::scripts::{leftover_claims, opts, Ctx, TTL};
+use crate::scenario::scripts::leftover_claims;
+use crate::scenario::stage::{opts, Ctx, TTL};
 
 /// How the holder is starved in U2.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

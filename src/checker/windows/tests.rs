@@ -1,0 +1,197 @@
+//! The windows on doctored histories: each rule shown failing where it would be wrong.
+
+use crate::checker::windows::{Recovery, WindowsSeen};
+use crate::checker::{check, Validity};
+use crate::faultlog::{Effect, Mark, Side};
+use crate::history::{Meta, Op, Record, Segment};
+
+const MS: u64 = 1_000_000;
+
+/// A history: one key, client `p` acquiring at each of `grants` (ms) and holding 50 ms,
+/// tokens rising from 1.
+struct H {
+    records: Vec<Record>,
+    token: u64,
+    choreographed: bool,
+}
+
+impl H {
+    fn new() -> H {
+        H { records: Vec::new(), token: 0, choreographed: false }
+    }
+
+    fn grant_at(&mut self, p: u64, ms: u64) -> &mut Self {
+        self.token += 1;
+        let t = self.token;
+        self.grant_with(p, ms, 50, t)
+    }
+
+    fn grant_with(&mut self, p: u64, ms: u64, hold_ms: u64, token: u64) -> &mut Self {
+        let (a, b) = (ms * MS, (ms + hold_ms) * MS);
+        self.records.push(Record::Invoke { p, f: Op::Acquire, key: 0, ns: a.saturating_sub(MS) });
+        self.records.push(Record::Ok { p, f: Op::Acquire, key: 0, ns: a, token: Some(token), attempt: None });
+        self.records.push(Record::Section { p, key: 0, token: Some(token), enter: a, exit: b, read_seq: None, read: None, write_seq: None, lease_lost: false, register: 0 });
+        self.records.push(Record::Invoke { p, f: Op::Release, key: 0, ns: b });
+        self.records.push(Record::Ok { p, f: Op::Release, key: 0, ns: b + 1, token: None, attempt: None });
+        self
+    }
+
+    /// A client that keeps asking and is refused.
+    fn refused_at(&mut self, p: u64, ms: u64) -> &mut Self {
+        self.records.push(Record::Invoke { p, f: Op::Acquire, key: 0, ns: ms * MS });
+        self.records.push(Record::Fail { p, f: Op::Acquire, key: 0, ns: ms * MS + 400 * MS, error: "unavailable".into(), kind: Some("unavailable".into()) });
+        self
+    }
+
+    /// A client refused at once (a server that is down refuses the connection).
+    fn failed_fast(&mut self, p: u64, ms: u64) -> &mut Self {
+        self.records.push(Record::Invoke { p, f: Op::Acquire, key: 0, ns: ms * MS });
+        self.records.push(Record::Fail { p, f: Op::Acquire, key: 0, ns: ms * MS + MS, error: "connection refused".into(), kind: Some("unavailable".into()) });
+        self
+    }
+
+    fn every(&mut self, from_ms: u64, to_ms: u64, step: u64) -> &mut Self {
+        let mut t = from_ms;
+        while t < to_ms {
+            self.grant_at(1 + (t / step) % 2, t);
+            t += step;
+        }
+        self
+    }
+
+    fn fault(&mut self, f: &str, start_ms: u64, heal_ms: u64, effect: Effect) -> &mut Self {
+        let side = Some(Side::of_name(f));
+        for (mark, ms, e) in [(Mark::Start, start_ms, effect.clone()), (Mark::End, heal_ms, Effect::unchecked("restart"))] {
+            self.records.push(Record::Nemesis { f: f.into(), phase: mark, targets: vec!["n1".into()], ns: ms * MS, detail: String::new(), effect: Some(e), side, stand_in: None });
+        }
+        self
+    }
+
+    fn seen(&self) -> (WindowsSeen, Validity) {
+        let meta = Meta {
+            backend: "etcd".into(),
+            workload: "hot-key".into(),
+            keys: vec!["k".into()],
+            ttl_ms: 1000,
+            fencing_tokens: true,
+            started_at: String::new(),
+            split_votes: false,
+            granted_ttl: None,
+            choreographed: self.choreographed,
+            recovery_allowance_ms: Some(1000),
+        };
+        let v = check(&Segment { meta: Some(meta), records: self.records.clone() });
+        let avail = v.results.iter().find(|r| r.checker == "availability").unwrap().valid;
+        (v.windows.unwrap(), avail)
+    }
+}
+
+fn killed() -> Effect {
+    Effect::confirmed("n1 process gone")
+}
+
+/// A kill that stops every grant: refused attempts during it, no grant, the recovery to the
+/// first grant after the heal, holders inside after it; the no-fault rate from the quiet time
+/// alone (not dragged down by the outage or the recovery).
+#[test]
+fn a_kill_is_judged_in_its_own_window() {
+    let mut h = H::new();
+    h.every(0, 3000, 100).fault("kill", 3000, 5000, killed()).every(5500, 12000, 100);
+    for t in (3000..5000).step_by(200) {
+        h.refused_at(9, t);
+    }
+    let (seen, valid) = h.seen();
+    let w = &seen.windows[0];
+    assert_eq!((w.grants_in_fault, w.attempts_refused), (0, 10));
+    assert!(w.asked_fault > 0.9, "a client asked all along: {w:?}");
+    assert_eq!(w.recovery, Recovery::Recovered { ms: 500 });
+    assert!(w.longest_silence_ms >= 1900, "{w:?}");
+    assert_eq!(w.span_end_ms, 6000, "heal + the 1 s TTL");
+    assert!(w.exposure_after.is_some_and(|e| e > 0.2), "{w:?}");
+    // 10 grants a second outside every fault's influence (start to TTL end / first grant).
+    let rate = seen.quiet.grants as f64 / (seen.quiet.ms as f64 / 1000.0);
+    assert!((rate - 10.0).abs() < 0.5, "{:?}", seen.quiet);
+    assert_eq!(valid, Validity::Valid);
+    // Clients refused at once, a few times a second, asked in every second of the fault too.
+    let mut h = H::new();
+    h.every(0, 3000, 100).fault("kill", 3000, 5000, killed()).every(5500, 12000, 100);
+    for t in (3000..5000).step_by(300) {
+        h.failed_fast(9, t);
+    }
+    let w = &h.seen().0.windows[0];
+    assert!(w.asked_fault > 0.99, "{w:?}");
+    // One refusal in two seconds: asked in half of them.
+    let mut h = H::new();
+    h.every(0, 3000, 100).fault("kill", 3000, 5000, killed()).failed_fast(9, 3500).every(5500, 12000, 100);
+    let w = &h.seen().0.windows[0];
+    assert!((w.asked_fault - 0.5).abs() < 0.01, "{w:?}");
+}
+
+/// A recovery the next fault cut short is measured to the grant that came (never dropped)
+/// and marked; a recovery that never comes in the room the servers need is NOT recovered,
+/// and one the phase ended too soon to see is not judged.
+#[test]
+fn recovery_is_measured_past_the_next_fault_and_judged_only_with_room() {
+    let mut h = H::new();
+    h.every(0, 2000, 100).fault("kill:leader", 2000, 3000, killed()).fault("pause", 3500, 4500, Effect::confirmed("stopped")).every(6000, 9000, 100);
+    let (seen, _) = h.seen();
+    assert_eq!(seen.windows[0].recovery, Recovery::CutShort { ms: Some(3000), next_fault_ms: 3500 });
+    assert_eq!(seen.windows[1].recovery, Recovery::Recovered { ms: 1500 });
+    // No grant after the heal, 5 s to the end (the room is 2 s): NOT recovered.
+    let mut h = H::new();
+    h.every(0, 2000, 100).fault("kill", 2000, 3000, killed()).refused_at(9, 7600);
+    let (seen, valid) = h.seen();
+    assert_eq!(seen.windows[0].recovery, Recovery::NotRecovered { waited_ms: 5000 });
+    assert_eq!(valid, Validity::Invalid);
+    // The phase ended 1 s after the heal, inside the 2 s room: not judged, never NOT RECOVERED.
+    let mut h = H::new();
+    h.every(0, 2000, 100).fault("kill", 2000, 3000, killed()).refused_at(9, 3600);
+    let (seen, valid) = h.seen();
+    assert!(matches!(seen.windows[0].recovery, Recovery::NotJudged { .. }), "{:?}", seen.windows[0].recovery);
+    assert_eq!(valid, Validity::Unknown);
+}
+
+/// Two holders in the quiet time are the quiet time's, not the next fault's; two holders in a
+/// fault's span are that fault's; a token that steps back is counted once, where the counter
+/// went back, not at every later section.
+#[test]
+fn violations_are_placed_where_they_happened() {
+    let mut h = H::new();
+    h.every(0, 2000, 100);
+    h.grant_with(5, 1020, 200, 99); // overlaps the holders of 1000 and 1100, in quiet time
+    h.fault("kill", 3000, 4000, killed());
+    h.every(4100, 8000, 100);
+    h.grant_with(6, 4120, 100, 7); // a second holder right after the heal, a token back
+    let (seen, _) = h.seen();
+    // The stray [1020, 1220] enters inside 1000's section, and 1100's and 1200's enter inside it.
+    assert_eq!(seen.quiet.overlaps, 3, "{:?}", seen.quiet);
+    let w = &seen.windows[0];
+    // [4120, 4220] enters inside 4100's, and 4200's inside it: both in the kill's span.
+    assert_eq!(w.overlaps, 2, "{w:?}");
+    // The counter stepped back once in the quiet time (99 -> the next) and once after the
+    // heal (to 7), and not at every section after either.
+    assert_eq!((seen.quiet.token_steps_back, w.token_steps_back), (1, 1), "{w:?} {:?}", seen.quiet);
+}
+
+/// A holder-side fault or a scenario's choreography never counts; with no fault that
+/// counts, a history that granted nothing is not NOT RECOVERED (nothing was asked after a
+/// heal): unknown.
+#[test]
+fn only_server_faults_outside_choreography_count() {
+    let mut h = H::new();
+    h.every(0, 2000, 100).fault("client-pause", 1000, 1500, Effect::confirmed("holder stopped"));
+    let (seen, _) = h.seen();
+    assert_eq!(seen.counted().count(), 0);
+    let mut h = H::new();
+    h.every(0, 2000, 100).fault("kill", 1000, 1500, killed());
+    h.choreographed = true;
+    let (seen, valid) = h.seen();
+    assert_eq!((seen.counted().count(), valid), (0, Validity::Valid));
+    let mut h = H::new();
+    h.refused_at(1, 0).refused_at(2, 1000);
+    assert_eq!(h.seen().1, Validity::Unknown, "no fault, no grant: unknown, not NOT RECOVERED");
+    // An unchecked or idle kill is not counted either.
+    let mut h = H::new();
+    h.every(0, 2000, 100).fault("kill", 500, 800, Effect::unchecked("cannot tell")).fault("pause", 1000, 1200, Effect::none("NOT stopped"));
+    assert_eq!(h.seen().0.counted().count(), 0);
+}
