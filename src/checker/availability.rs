@@ -39,9 +39,13 @@ pub fn result(seen: &WindowsSeen, ctx: &Context) -> CheckResult {
         (Some(i), Some(o)) if o > 0.0 => Some(((i / o) * 1000.0).round() / 1000.0),
         _ => None,
     };
-    let Recoveries { worst: recovery, failed, unjudged } = recoveries(&counted);
+    let Recoveries { worst: recovery, judged, cut, failed, unjudged } = recoveries(&counted);
     let recovered = failed.is_none() && unjudged.is_empty();
-    let (valid, message) = judge(seen, &counted, failed, &unjudged, ratio, recovery);
+    let (valid, mut message) = judge(seen, &counted, failed, &unjudged, ratio, judged);
+    if valid == Validity::Valid && !cut.is_empty() {
+        // Said, never dropped: which recoveries ran into the next fault.
+        message = format!("{message}; {}", cut.join("; "));
+    }
     let skipped: Vec<_> = ctx.skipped.iter().map(|s| serde_json::json!({"fault": s.f, "at_ms": s.ns / 1_000_000, "why": s.why})).collect();
     let pct = if seen.counted_seconds > 0 { (seen.counted_seconds_with_grant as f64 * 1000.0 / seen.counted_seconds as f64).round() / 10.0 } else { 100.0 };
     let round = |x: Option<f64>| x.map(|v| (v * 10.0).round() / 10.0);
@@ -78,17 +82,29 @@ pub fn result(seen: &WindowsSeen, ctx: &Context) -> CheckResult {
 /// What happened after the counted heals: the longest time to a grant, the longest wait for
 /// none (past the room), and why any was not judged.
 struct Recoveries {
+    /// The longest time to a grant after a heal, cut-short ones included (the figure).
     worst: u64,
+    /// The same over the recoveries judged (the message's); None when none was.
+    judged: Option<u64>,
+    /// Recoveries the next fault cut short, in words (their grant came past it).
+    cut: Vec<String>,
     failed: Option<u64>,
     unjudged: Vec<String>,
 }
 
 fn recoveries(counted: &[&super::windows::WindowFigures]) -> Recoveries {
-    let mut r = Recoveries { worst: 0, failed: None, unjudged: Vec::new() };
+    let mut r = Recoveries { worst: 0, judged: None, cut: Vec::new(), failed: None, unjudged: Vec::new() };
     for w in counted {
         match &w.recovery {
-            Recovery::Recovered { ms } | Recovery::CutShort { ms: Some(ms), .. } => r.worst = r.worst.max(*ms),
-            Recovery::NotRecovered { waited_ms } => r.failed = Some(r.failed.unwrap_or(0).max(*waited_ms)),
+            Recovery::Recovered { ms } => {
+                r.worst = r.worst.max(*ms);
+                r.judged = Some(r.judged.unwrap_or(0).max(*ms));
+            }
+            c @ Recovery::CutShort { ms: Some(ms), .. } => {
+                r.worst = r.worst.max(*ms);
+                r.cut.push(format!("{}: {}", w.fault, c.words()));
+            }
+            Recovery::NotRecovered { waited_ms, .. } => r.failed = Some(r.failed.unwrap_or(0).max(*waited_ms)),
             Recovery::NotJudged { why } => r.unjudged.push(why.clone()),
             c @ Recovery::CutShort { ms: None, .. } => r.unjudged.push(c.words()),
         }
@@ -97,7 +113,7 @@ fn recoveries(counted: &[&super::windows::WindowFigures]) -> Recoveries {
 }
 
 /// The validity and its message.
-fn judge(seen: &WindowsSeen, counted: &[&super::windows::WindowFigures], failed: Option<u64>, unjudged: &[String], ratio: Option<f64>, recovery: u64) -> (Validity, String) {
+fn judge(seen: &WindowsSeen, counted: &[&super::windows::WindowFigures], failed: Option<u64>, unjudged: &[String], ratio: Option<f64>, recovery: Option<u64>) -> (Validity, String) {
     if counted.is_empty() {
         match seen.first_grant_ms {
             Some(_) => (Validity::Valid, format!("no fault counted; longest gap between grants {} ms", seen.longest_gap_ms)),
@@ -109,6 +125,10 @@ fn judge(seen: &WindowsSeen, counted: &[&super::windows::WindowFigures], failed:
         (Validity::Unknown, why.clone())
     } else {
         let rate = ratio.map_or("unknown".to_string(), |r| format!("{:.0}%", r * 100.0));
-        (Validity::Valid, format!("grant rate during faults {rate} of the no-fault rate; recovered within {recovery} ms of each heal"))
+        let recovery = match recovery {
+            Some(ms) => format!("a grant within {ms} ms of each heal judged"),
+            None => "no recovery judged".to_string(),
+        };
+        (Validity::Valid, format!("grant rate during faults {rate} of the no-fault rate; {recovery}"))
     }
 }

@@ -41,12 +41,19 @@ const MS: u64 = 1_000_000;
 pub enum Recovery {
     /// A grant came this long after the heal, before any other fault.
     Recovered { ms: u64 },
-    /// The next fault started before the first grant after the heal: the time to that grant
-    /// (measured anyway) includes the next fault, so it is reported, not judged.
+    /// The next fault started, inside the room the servers need after the heal, before the
+    /// first grant: the time to that grant (measured anyway) includes the next fault, so it
+    /// is reported, not judged.
     CutShort { ms: Option<u64>, next_fault_ms: u64 },
     /// No grant in all the time after the heal, which covered the granted TTL and the time
-    /// the servers need to grant again.
-    NotRecovered { waited_ms: u64 },
+    /// the servers need to grant again (up to the phase's end, or to the next fault when that
+    /// came after the room); `later_ms`: the first grant that came after all, past the next
+    /// fault's start, since the heal.
+    NotRecovered {
+        waited_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        later_ms: Option<u64>,
+    },
     /// Too little time after the heal to tell (the phase ended, or was interrupted, inside
     /// the TTL and the election time), or the fault never healed.
     NotJudged { why: String },
@@ -61,7 +68,10 @@ impl Recovery {
                 format!("cut short by the next fault at {:.1} s (first grant {ms} ms after the heal)", *next_fault_ms as f64 / 1000.0)
             }
             Recovery::CutShort { ms: None, next_fault_ms } => format!("cut short by the next fault at {:.1} s", *next_fault_ms as f64 / 1000.0),
-            Recovery::NotRecovered { waited_ms } => format!("NOT recovered (no grant in the {waited_ms} ms after a heal)"),
+            Recovery::NotRecovered { waited_ms, later_ms: None } => format!("NOT recovered (no grant in the {waited_ms} ms after a heal)"),
+            Recovery::NotRecovered { waited_ms, later_ms: Some(l) } => {
+                format!("NOT recovered (no grant in the {waited_ms} ms from a heal to the next fault; the first came {l} ms after the heal)")
+            }
             Recovery::NotJudged { why } => format!("recovery not judged: {why}"),
         }
     }
@@ -77,7 +87,7 @@ impl Recovery {
             Recovery::Recovered { ms } => (0, *ms),
             Recovery::CutShort { ms, .. } => (1, ms.unwrap_or(0)),
             Recovery::NotJudged { .. } => (2, 0),
-            Recovery::NotRecovered { waited_ms } => (3, *waited_ms),
+            Recovery::NotRecovered { waited_ms, .. } => (3, *waited_ms),
         }
     }
 }
@@ -531,6 +541,9 @@ fn recovery(heal: Option<u64>, first: Option<u64>, next: Option<u64>, end: u64, 
     let Some(h) = heal else { return Recovery::NotJudged { why: "the fault was never healed".into() } };
     let ms = |ns: u64| ns / MS;
     match (first, next) {
+        // The room passed with no grant before the next fault: that is the failure, whatever
+        // came later.
+        (g, Some(n)) if g.is_none_or(|g| g > n) && n - h >= room => Recovery::NotRecovered { waited_ms: ms(n - h), later_ms: g.map(|g| ms(g - h)) },
         (Some(g), Some(n)) if g > n => Recovery::CutShort { ms: Some(ms(g - h)), next_fault_ms: ms(n) },
         (Some(g), _) => Recovery::Recovered { ms: ms(g - h) },
         (None, Some(n)) if n - h < room => Recovery::CutShort { ms: None, next_fault_ms: ms(n) },
@@ -543,7 +556,7 @@ fn recovery(heal: Option<u64>, first: Option<u64>, next: Option<u64>, end: u64, 
                     why: format!("the phase ended {} ms after the heal, inside the {} ms the servers may need (TTL and election)", ms(waited), ms(room)),
                 }
             } else {
-                Recovery::NotRecovered { waited_ms: ms(waited) }
+                Recovery::NotRecovered { waited_ms: ms(waited), later_ms: None }
             }
         }
     }

@@ -52,10 +52,11 @@ pub struct Tick {
 
 pub type OnTick = Arc<dyn Fn(&Tick) + Send + Sync>;
 
-/// Faults for a phase: given the phase's clock origin and a token that fires when faults
-/// must stop, runs them and ends healed, returning what it did.
+/// Faults for a phase: given the phase's clock origin, a token that fires when faults must
+/// stop, and the instant it will fire (so no fault starts that could not hold its full time),
+/// runs them and ends healed, returning what it did.
 pub type FaultRunner = Box<
-    dyn FnOnce(Instant, CancellationToken) -> futures::future::BoxFuture<'static, anyhow::Result<Vec<NemesisEvent>>> + Send,
+    dyn FnOnce(Instant, CancellationToken, Instant) -> futures::future::BoxFuture<'static, anyhow::Result<Vec<NemesisEvent>>> + Send,
 >;
 
 /// Where a phase sends its side outputs, and what else runs beside it.

@@ -66,7 +66,7 @@ pub(super) fn spawn_faults(
                 stop.cancel();
             }
         });
-        let r = f(epoch, stop).await;
+        let r = f(epoch, stop, until).await;
         timer.abort();
         r
     })

@@ -279,7 +279,7 @@ fn recovery_is_never_judged_without_room() {
     assert!(v.headline.contains("recovery not judged: the phase ended 800 ms after the heal"), "{}", v.headline);
     assert!(!v.headline.contains(NOT_RECOVERED) && contradictions(&v).is_empty(), "{v:?}");
     let mut failed = under_faults(clean(), 0.0);
-    failed.windows[0].windows[0].recovery = crate::checker::windows::Recovery::NotRecovered { waited_ms: 9000 };
+    failed.windows[0].windows[0].recovery = crate::checker::windows::Recovery::NotRecovered { waited_ms: 9000, later_ms: None };
     let v = verdict(&failed, FencingMode::Both);
     assert_eq!((v.valid, v.headline.as_str()), (Validity::Invalid, "safe; NOT RECOVERED"));
 }

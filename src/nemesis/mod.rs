@@ -424,7 +424,9 @@ impl Nemesis {
     /// for half an interval, then its heal and at least `room` of quiet (the time the backend
     /// needs to grant again: its election and the TTL it grants), so that each fault is
     /// judged in a window of its own and its recovery is not blamed on the next. Ends healed.
-    pub async fn run(&self, schedule: &[FaultSpec], interval: Duration, room: Duration, stop: tokio_util::sync::CancellationToken) -> Result<(), String> {
+    /// Faults start only while each can hold its full time before `until` (when `stop` is
+    /// due to fire): a fault cut short by the phase's end would be a different fault.
+    pub async fn run(&self, schedule: &[FaultSpec], interval: Duration, room: Duration, stop: tokio_util::sync::CancellationToken, until: Instant) -> Result<(), String> {
         let mut i = 0;
         let hold = interval / 2;
         let mut quiet = interval - hold;
@@ -434,6 +436,9 @@ impl Nemesis {
                 _ = stop.cancelled() => break,
             }
             quiet = (interval - hold).max(room);
+            if Instant::now() + hold > until {
+                break;
+            }
             let spec = schedule[i % schedule.len()];
             i += 1;
             let fault = match self.start(spec).await {

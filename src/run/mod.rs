@@ -463,10 +463,10 @@ fn fault_runner(target: Arc<dyn Faults>, kind: BackendKind, w: &Workload, plan: 
     }
     let layout = plan.fault_layout(kind, w);
     let (workload, ttl) = (w.name.clone(), w.ttl);
-    Box::new(move |epoch, stop| {
+    Box::new(move |epoch, stop, until| {
         Box::pin(async move {
             let n = Nemesis::new(target, kind, ttl, &workload, epoch, history);
-            let r = n.run(&schedule, layout.interval, layout.room, stop).await;
+            let r = n.run(&schedule, layout.interval, layout.room, stop, until).await;
             r.map_err(|e| anyhow::anyhow!("{kind}: could not heal after faults: {e}"))?;
             Ok(n.events())
         })

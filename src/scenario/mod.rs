@@ -178,11 +178,11 @@ async fn with_nemesis(
     let spec: FaultSpec = fault.parse().map_err(anyhow::Error::msg)?;
     let room = kind.recovery_room(w.ttl);
     let name = id.to_string();
-    let runner: driver::FaultRunner = Box::new(move |epoch, stop| {
+    let runner: driver::FaultRunner = Box::new(move |epoch, stop, until| {
         Box::pin(async move {
             let n = Nemesis::new(target, kind, stage::TTL, &name, epoch, Some(history));
             // After each heal, the room the backend needs to grant again before another fault.
-            n.run(&[spec], Duration::from_secs(8), room, stop).await.map_err(anyhow::Error::msg)?;
+            n.run(&[spec], Duration::from_secs(8), room, stop, until).await.map_err(anyhow::Error::msg)?;
             Ok(n.events())
         })
     });

@@ -548,3 +548,30 @@ fn a_cancelled_acquire_keeps_its_unknown_outcome_window() {
     assert_eq!(v.cancelled, 1);
     assert!(v.interrupted_ns.is_some());
 }
+
+/// Issue 48's doctored histories (tests/fixtures/issue48/make.py), read by `dlbench check`
+/// as a user would: a recovery the next fault cut short is said, not pooled; one that did
+/// not come within the room before the next fault is NOT recovered, whatever came later; a
+/// fault without evidence and a holder's own pause ask no recovery of the servers.
+#[test]
+fn doctored_histories_of_issue_48() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/issue48");
+    let check = |name: &str| {
+        let out = crate::common::dlbench().arg("check").arg(dir.join(name)).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        let line = text.lines().find(|l| l.trim_start().starts_with("availability")).unwrap_or_default().to_string();
+        (out.status.code(), line, text)
+    };
+    let (code, line, text) = check("cut-short.jsonl");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(line.contains("kill:leader: cut short by the next fault at 7.0 s (first grant 3800 ms after the heal)"), "{line}");
+    assert!(!line.contains("within 3800 ms"), "the cut-short time is not a judged recovery: {line}");
+    let (code, line, text) = check("late.jsonl");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(line.contains("invalid") && line.contains("no successful acquisition in the 6000 ms after a heal"), "{line}");
+    for quiet in ["no-evidence.jsonl", "holder-side.jsonl"] {
+        let (code, line, text) = check(quiet);
+        assert_eq!(code, Some(0), "{text}");
+        assert!(line.contains("no fault counted"), "{quiet}: {line}");
+    }
+}

@@ -141,7 +141,15 @@ fn recovery_is_measured_past_the_next_fault_and_judged_only_with_room() {
     let mut h = H::new();
     h.every(0, 2000, 100).fault("kill", 2000, 3000, killed()).refused_at(9, 7600);
     let (seen, valid) = h.seen();
-    assert_eq!(seen.windows[0].recovery, Recovery::NotRecovered { waited_ms: 5000 });
+    assert_eq!(seen.windows[0].recovery, Recovery::NotRecovered { waited_ms: 5000, later_ms: None });
+    assert_eq!(valid, Validity::Invalid);
+    // The next fault came 2.5 s after the heal, past the 2 s room, with no grant before it:
+    // NOT recovered, and the grant that came later is reported, not taken as a recovery.
+    let mut h = H::new();
+    h.every(0, 2000, 100).fault("kill", 2000, 3000, killed()).fault("pause", 5500, 6000, Effect::confirmed("stopped")).every(8000, 12000, 100);
+    let (seen, valid) = h.seen();
+    assert_eq!(seen.windows[0].recovery, Recovery::NotRecovered { waited_ms: 2500, later_ms: Some(5000) });
+    assert!(!seen.windows[0].recovery.words().contains("recovered in"), "{}", seen.windows[0].recovery.words());
     assert_eq!(valid, Validity::Invalid);
     // The phase ended 1 s after the heal, inside the 2 s room: not judged, never NOT RECOVERED.
     let mut h = H::new();
