@@ -85,7 +85,8 @@ impl CheckerId {
 
 impl std::fmt::Display for CheckerId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`, not `write_str`: the tables align it with `{:16}` as they did the string.
+        f.pad(self.as_str())
     }
 }
 

@@ -147,3 +147,30 @@ pub async fn round_trip(addr: &str, kind: BackendKind, within: Duration) -> Resu
         Reach::Unreachable(e) | Reach::Unclear(e) => Err(e),
     }
 }
+
+/// Evidence of a `clock` fault on a Redis node at `addr`: the server's own `TIME`, asked a
+/// few times (the shim moves it within 50 ms), at least 2 s off this machine's clock.
+pub async fn clock_moved(addr: &str, password: Option<&str>, within: Duration) -> Option<crate::faultlog::Effect> {
+    use crate::faultlog::Effect;
+    let mut seen = None;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let reply = crate::cluster::local::redis_command(addr, "TIME", password, within).await.ok()?;
+        let secs: i64 = reply.lines().map(str::trim).find(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs() as i64;
+        let moved = secs - now;
+        seen = Some(moved);
+        if moved.abs() >= 2 {
+            return Some(Effect::confirmed(format!("clock {moved:+} s by the server's TIME")));
+        }
+    }
+    seen.map(|m| Effect::none(format!("NOT moved: the server's TIME is {m:+} s off")))
+}
+
+/// Evidence of a `failover` on the Redis node at `addr` that was promoted: its own
+/// `INFO replication` says `role:master`.
+pub async fn promoted(addr: &str, password: Option<&str>, within: Duration) -> Option<crate::faultlog::Effect> {
+    use crate::faultlog::Effect;
+    let info = crate::cluster::local::redis_command(addr, "INFO replication", password, within).await.ok()?;
+    Some(if info.lines().any(|l| l.trim() == "role:master") { Effect::confirmed("role:master") } else { Effect::none("NOT promoted: still a replica") })
+}

@@ -175,6 +175,9 @@ pub struct Nemesis {
     events: Mutex<Vec<NemesisEvent>>,
 }
 
+/// How far past the phase's fault stop a fault may run, at most, rather than be dropped.
+const START_SLACK: Duration = Duration::from_secs(1);
+
 /// How far a `clock` fault moves a clock, and how much a `delay` fault holds.
 pub const CLOCK_JUMP_MS: i64 = 30_000;
 pub const DELAY: Duration = Duration::from_millis(100);
@@ -436,7 +439,10 @@ impl Nemesis {
                 _ = stop.cancelled() => break,
             }
             quiet = (interval - hold).max(room);
-            if Instant::now() + hold > until {
+            // The plan fits each fault with its room; the starts and heals themselves take
+            // time (a restart waits for health), so allow a little past the plan rather than
+            // drop the last fault it promised.
+            if Instant::now() + hold > until + START_SLACK {
                 break;
             }
             let spec = schedule[i % schedule.len()];

@@ -97,8 +97,10 @@ fn nemesis_run_reports_claimed_and_observed_classes() {
     let dir = scratch("nemesis");
     let out = dlbench()
         .args([
-            "run", "--backends", "etcd", "--workload", "hot-key", "--duration", "12s", "--warmup", "0s", "--nemesis",
-            "kill,pause", "--nemesis-interval", "4s", "--ttl", "3s", "--out",
+            // Each fault with its room after the heal (etcd: the 2 s TTL and 3 s to elect):
+            // the shortest phase that holds both is 16 s.
+            "run", "--backends", "etcd", "--workload", "hot-key", "--duration", "16s", "--warmup", "0s", "--nemesis",
+            "kill,pause", "--nemesis-interval", "4s", "--ttl", "2s", "--out",
         ])
         .arg(&dir)
         .stderr(Stdio::inherit())
@@ -144,8 +146,9 @@ fn a_redis_restart_without_persistence_breaks_fencing() {
     let dir = scratch("fence-reset");
     let out = dlbench()
         .args([
+            // The kill's room after its heal: the 2 s TTL and 2 s to restart.
             "run", "--backends", "redis", "--workload", "hot-key", "--duration", "8s", "--warmup", "0s", "--nemesis", "kill",
-            "--nemesis-interval", "4s", "--fencing", "on", "--out",
+            "--nemesis-interval", "4s", "--ttl", "2s", "--fencing", "on", "--out",
         ])
         .arg(&dir)
         .stderr(Stdio::inherit())

@@ -70,6 +70,10 @@ impl Faults for ComposeTarget {
         let want = match kind {
             FaultKind::Kill => "exited",
             FaultKind::Pause => "paused",
+            // The servers' own view, as on the local target (the project's Redis has no
+            // password).
+            FaultKind::Clock => return crate::cluster::probe::clock_moved(&self.by_ref(n).endpoint, None, Duration::from_secs(5)).await,
+            FaultKind::Failover => return crate::cluster::probe::promoted(&self.by_ref(n).endpoint, None, Duration::from_secs(5)).await,
             _ => return None,
         };
         let status = docker(&["inspect", "-f", "{{.State.Status}}", &self.by_ref(n).container]).await.ok()?;

@@ -225,22 +225,7 @@ impl Faults for LocalTarget {
                 }
                 Some(Effect::none(format!("NOT stopped: pid {pid} in state {state}")))
             }
-            // Ask the server its time: the shim moves it within 50 ms.
-            FaultKind::Clock => {
-                let mut seen = None;
-                for _ in 0..10 {
-                    tokio::time::sleep(Duration::from_millis(60)).await;
-                    let reply = redis_command(&node.real_addr, "TIME", self.password(), self.connect_timeout()).await.ok()?;
-                    let secs: i64 = reply.lines().map(str::trim).find(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()?;
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs() as i64;
-                    let moved = secs - now;
-                    seen = Some(moved);
-                    if moved.abs() >= 2 {
-                        return Some(Effect::confirmed(format!("clock {moved:+} s by the server's TIME")));
-                    }
-                }
-                seen.map(|m| Effect::none(format!("NOT moved: the server's TIME is {m:+} s off")))
-            }
+            FaultKind::Clock => crate::cluster::probe::clock_moved(&node.real_addr, self.password(), self.connect_timeout()).await,
             // The server was killed and reaped, the layer dropped what was unsynced and
             // unmounted: its own account, and the mount table, say so.
             FaultKind::PowerLoss => {
@@ -253,10 +238,7 @@ impl Faults for LocalTarget {
                     (None, false) => Effect::confirmed(format!("process gone; {}", account.trim_start_matches("faultfs: "))),
                 })
             }
-            FaultKind::Failover => {
-                let info = redis_command(&node.real_addr, "INFO replication", self.password(), self.connect_timeout()).await.ok()?;
-                Some(if info.lines().any(|l| l.trim() == "role:master") { Effect::confirmed("role:master") } else { Effect::none("NOT promoted: still a replica") })
-            }
+            FaultKind::Failover => crate::cluster::probe::promoted(&node.real_addr, self.password(), self.connect_timeout()).await,
             _ => None,
         }
     }
