@@ -144,32 +144,47 @@ pub(crate) fn check(a: CheckArgs) -> anyhow::Result<i32> {
     }
     // A run killed mid-write leaves a cut last line: what was judged is said, so the reader
     // knows the tail is missing (on stderr under --json, which keeps stdout JSON).
+    use std::fmt::Write as _;
+    let mut out = String::new();
     if read.torn_tail {
         let note = format!("read {} records of {}; ignored its partial last line (cut off: the writer was killed)", read.records, a.history.display());
-        if a.json { eprintln!("dlbench: {note}") } else { println!("{note}") }
+        if a.json { eprintln!("dlbench: {note}") } else { writeln!(out, "{note}")? }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&verdicts)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&verdicts)?)?;
     } else {
         for v in &verdicts {
-            println!("{} {}: {}", v.backend, v.workload, v.describe());
+            writeln!(out, "{} {}: {}", v.backend, v.workload, v.describe())?;
             for r in &v.results {
-                println!("  {:<17} {:<8} {}", r.checker, r.valid.to_string(), r.message);
+                writeln!(out, "  {:<17} {:<8} {}", r.checker, r.valid.to_string(), r.message)?;
                 for e in &r.evidence {
-                    println!("      {}", e.what);
+                    writeln!(out, "      {}", e.what)?;
                     for op in &e.ops {
-                        println!("        {op}");
+                        writeln!(out, "        {op}")?;
                     }
                 }
             }
         }
     }
     let worst = crate::checker::worst(&verdicts);
-    if crate::checker::interrupted(&verdicts) {
-        println!("verdict: {worst} (interrupted: the run was cut short; this judges what completed)");
+    let verdict = if crate::checker::interrupted(&verdicts) {
+        format!("verdict: {worst} (interrupted: the run was cut short; this judges what completed)")
     } else {
-        println!("verdict: {worst}");
-    }
+        format!("verdict: {worst}")
+    };
+    // Under --json stdout is the JSON alone; the verdict line goes to stderr.
+    if a.json { eprintln!("dlbench: {verdict}") } else { writeln!(out, "{verdict}")? }
+    write_out(&out)?;
     Ok(crate::judgement::exit_code(worst))
 }
 
+/// Print `text` on stdout; a reader that stopped reading (`dlbench check ... | head`) is not
+/// an error, and never a panic: the exit status stays the verdict's.
+fn write_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}

@@ -138,3 +138,29 @@ fn check_says_it_ignored_a_cut_last_line() {
     assert!(json.is_array());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `check --json` prints JSON alone on stdout (the verdict line goes to stderr), and a reader
+/// that stops reading (`check ... | head`) ends nothing with a panic: the exit status stays
+/// the verdict's.
+#[test]
+fn check_json_is_pure_and_a_closed_pipe_is_no_panic() {
+    let h = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/issue48/late.jsonl");
+    let out = dlbench().args(["check", "--json", h]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "the fixture's verdict is invalid");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(v[0]["valid"], "invalid", "{v}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("verdict: invalid"), "the verdict line on stderr");
+    for json in [false, true] {
+        let mut c = dlbench();
+        c.arg("check");
+        if json {
+            c.arg("--json");
+        }
+        let mut child = c.arg(h).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        drop(child.stdout.take()); // the reader is gone before the first line
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "json {json}: {err}");
+        assert_eq!(out.status.code(), Some(1), "json {json}: the verdict's status: {err}");
+    }
+}
