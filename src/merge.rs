@@ -109,6 +109,8 @@ pub fn merge_phases(shards: &[(PathBuf, ShardPhase)]) -> (PhaseResult, Vec<Shard
     let mut workload = first.workload.clone();
     workload.clients = shards.iter().map(|(_, s)| s.workload.clients).sum();
     let mut p = PhaseResult::scripted(workload, totals, Duration::from_nanos(t1 - t0), resource(shards), Vec::new());
+    // The shards' load loops, not a scenario's choreography: judged as a run is.
+    p.choreographed = false;
     p.cancelled = shards.iter().any(|(_, s)| s.cancelled);
     p.retired = shards.iter().map(|(_, s)| s.retired).sum();
     p.timeseries = timeseries(shards);

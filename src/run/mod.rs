@@ -463,7 +463,11 @@ fn fault_runner(target: Arc<dyn Faults>, kind: BackendKind, w: &Workload, plan: 
     }
     let layout = plan.fault_layout(kind, w);
     let (workload, ttl) = (w.name.clone(), w.ttl);
+    // A soak carries its cycle on from turn to turn through turns too short to hold a fault
+    // with its room, so it is not bound by the phase's fault stop (its load's end stops it).
+    let bounded = plan.soak.is_none();
     Box::new(move |epoch, stop, until| {
+        let until = if bounded { until } else { until + Duration::from_secs(365 * 24 * 3600) };
         Box::pin(async move {
             let n = Nemesis::new(target, kind, ttl, &workload, epoch, history);
             let r = n.run(&schedule, layout.interval, layout.room, stop, until).await;

@@ -138,6 +138,11 @@ impl RunPlan {
                 why.join("; ")
             );
         }
+        // The power-loss layer is asked for before anything is created (its daemon, /dev/fuse,
+        // root), not found missing after the run directory exists.
+        if matches!(self.target, TargetChoice::Local) && self.nemesis.iter().any(|f| f.kind == crate::nemesis::FaultKind::PowerLoss) {
+            crate::cluster::local::power::preflight().map_err(anyhow::Error::msg)?;
+        }
         // A target that means nothing on every backend of the plan (a leader on Redlock, a
         // follower on one node) is refused; over several backends the nemesis hits a named
         // stand-in where it means nothing, and every label shows it.

@@ -164,3 +164,14 @@ fn check_json_is_pure_and_a_closed_pipe_is_no_panic() {
         assert_eq!(out.status.code(), Some(1), "json {json}: the verdict's status: {err}");
     }
 }
+
+/// The power-loss layer's daemon rides in the dlbench binary (issue 50: one binary carries
+/// every feature): `cargo install --path .` brings it, nothing else needs building. Asked
+/// with no paths, it answers with its own usage, not dlbench's CLI.
+#[test]
+fn the_dlbench_binary_carries_the_power_loss_layer() {
+    let out = dlbench().arg("__faultfs-layer").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("dlbench-faultfs: expected BACKING and MOUNTPOINT"), "the layer's daemon answered: {err}");
+}

@@ -161,12 +161,13 @@ fn sigkill_at_ten_random_instants_leaves_nothing_behind() {
     let mut checked = 0;
     let mut left_behind = 0;
     for i in 0..10 {
-        // Stratified: instant i falls in its own tenth of 0.2..4.7 s, so every stage of the
-        // run (which lasts about 4.6 s here) is hit.
-        let delay = Duration::from_secs_f64(0.2 + (i as f64 + rng.unit()) * 0.45);
+        // Stratified: instant i falls in its own tenth of 0.2..5.7 s, so every stage of the
+        // run (which lasts about 5.6 s here) is hit.
+        let delay = Duration::from_secs_f64(0.2 + (i as f64 + rng.unit()) * 0.55);
         let out = dir.join(format!("out-{i}"));
         let mut child = dlbench()
-            .args(["run", "--backends", "redis", "--workload", "hot-key", "--duration", "4s", "--warmup", "0s"])
+            // The pause and its room after the heal (the 1 s TTL, 2 s to restart).
+            .args(["run", "--backends", "redis", "--workload", "hot-key", "--duration", "5s", "--warmup", "0s", "--ttl", "1s"])
             .args(["--nemesis", "pause", "--nemesis-interval", "2s", "--out"])
             .arg(&out)
             .env("DLBENCH_RUNTIME_DIR", &base)

@@ -18,9 +18,13 @@ fn summary(dir: &std::path::Path) -> serde_json::Value {
 fn run(name: &str, nemesis: &str, broken: bool) -> (std::process::Output, serde_json::Value, std::path::PathBuf) {
     let dir = scratch(name);
     let mut c = dlbench();
-    c.args(["run", "--backends", "nats", "--workload", "hot-key", "--duration", "12s", "--warmup", "0s", "--ttl", "3s"]);
+    // Under faults, each with its room after the heal (the 3 s TTL, 4 s to elect): 27 s.
+    let duration = if nemesis.is_empty() { "12s" } else { "27s" };
+    c.args(["run", "--backends", "nats", "--workload", "hot-key", "--duration", duration, "--warmup", "0s", "--ttl", "3s"]);
     if !nemesis.is_empty() {
-        c.args(["--nemesis", nemesis, "--nemesis-interval", "3s", "--properties"]);
+        // Holders held long enough that a fault finds them inside: a class needs strong
+        // evidence in every fault's window (issue 48).
+        c.args(["--nemesis", nemesis, "--nemesis-interval", "3s", "--hold", "200ms", "--properties"]);
     }
     if broken {
         c.env(dlbench_nats::SKIP_REVISION_CHECK, "1");

@@ -30,7 +30,8 @@ fn layer_mounts_under(dir: &Path) -> Vec<String> {
 fn power_loss_run(backends: &str, fault: &str, duration: &str, interval: &str) -> (Vec<serde_json::Value>, String) {
     let dir = scratch(&format!("power-loss-{}", backends.replace(',', "-")));
     let out = dlbench()
-        .args(["run", "--backends", backends, "--workload", "hot-key", "--duration", duration, "--warmup", "0s", "--nemesis", fault])
+        // A 2 s TTL: the room after each heal (TTL and restart) fits a short phase.
+        .args(["run", "--backends", backends, "--workload", "hot-key", "--duration", duration, "--warmup", "0s", "--ttl", "2s", "--nemesis", fault])
         .args(["--nemesis-interval", interval, "--out"])
         .arg(&dir)
         .stderr(Stdio::inherit())
@@ -83,7 +84,7 @@ fn a_power_loss_of_all_nodes_heals_on_every_other_family() {
     let _g = common::heavy();
     let started = Instant::now();
     let families = ["redis", "redlock", "postgres", "mariadb", "zookeeper", "nats"];
-    let (all, stdout) = power_loss_run(&families.join(","), "power-loss:all", "6s", "3s");
+    let (all, stdout) = power_loss_run(&families.join(","), "power-loss:all", "11s", "3s");
     let names: Vec<&str> = all.iter().map(|b| b["name"].as_str().unwrap()).collect();
     assert_eq!(names, families, "{stdout}");
     for b in &all {

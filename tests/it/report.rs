@@ -20,7 +20,8 @@ fn finished_run() -> &'static PathBuf {
         let dir = scratch("report");
         let out = dlbench()
             .args([
-                "run", "--backends", "redis,etcd", "--workload", "hot-key", "--duration", "6s", "--warmup", "0s", "--nemesis",
+                // The kill and its room after the heal (etcd: the 2 s TTL, 3 s to elect).
+                "run", "--backends", "redis,etcd", "--workload", "hot-key", "--duration", "8s", "--warmup", "0s", "--ttl", "2s", "--nemesis",
                 "kill", "--nemesis-interval", "3s", "--no-fail-on-violation", "--out",
             ])
             .arg(&dir)

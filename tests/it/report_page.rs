@@ -38,7 +38,7 @@ fn fault_run() -> &'static PathBuf {
     RUN.get_or_init(|| {
         short_run(
             "page-faults",
-            &["--backends", "redis,etcd", "--workload", "hot-key", "--duration", "6s", "--warmup", "0s", "--nemesis", "kill:leader,pause", "--nemesis-interval", "2s"],
+            &["--backends", "redis,etcd", "--workload", "hot-key", "--duration", "13s", "--warmup", "0s", "--ttl", "2s", "--nemesis", "kill:leader,pause", "--nemesis-interval", "2s"],
         )
     })
 }

@@ -9,24 +9,38 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dlbench_faultfs::control;
+use dlbench_faultfs::{control, daemon};
 
 use super::process::{Process, Spec};
 
 /// How long mounting or unmounting may take.
 const WITHIN: Duration = Duration::from_secs(10);
 
-/// The layer's binary: built beside dlbench (`cargo build --release` builds the workspace's
-/// binaries into one directory; the integration tests run from its `deps/`).
+/// The layer's daemon: the `dlbench` binary itself, run with [`daemon::ARG`] first (the
+/// integration tests, whose own executable is not dlbench, find it beside them).
 pub fn binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("where is dlbench? {e}"))?;
+    if exe.file_stem().is_some_and(|n| n == "dlbench") {
+        return Ok(exe);
+    }
     let dirs = exe.ancestors().skip(1).take(2);
-    dirs.map(|d| d.join("dlbench-faultfs")).find(|p| p.is_file()).ok_or_else(|| {
-        format!(
-            "power-loss needs the dlbench-faultfs binary beside {}: build it with `cargo build --release -p dlbench-faultfs`",
-            exe.display()
-        )
+    dirs.map(|d| d.join("dlbench")).find(|p| p.is_file()).ok_or_else(|| {
+        format!("power-loss runs its layer from the dlbench binary, which is not beside {} (build it with `cargo build --release`)", exe.display())
     })
+}
+
+/// Whether this machine can mount the layer, asked before anything is created: the daemon
+/// (the dlbench binary), /dev/fuse, and root (the layer mounts over the data directory).
+pub fn preflight() -> Result<(), String> {
+    binary()?;
+    if !Path::new("/dev/fuse").exists() {
+        return Err("--nemesis power-loss needs /dev/fuse (load the fuse module, or pass --device /dev/fuse to the container); drop power-loss otherwise".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("--nemesis power-loss mounts a layer over each data directory and needs root; run as root or drop power-loss".into());
+    }
+    Ok(())
 }
 
 /// One node's layer.
@@ -66,7 +80,7 @@ impl Layer {
         std::fs::create_dir_all(&self.data).map_err(|e| format!("create {}: {e}", self.data.display()))?;
         // Recorded first: a run killed once the layer is up leaves a mount the sweep detaches.
         super::runtime::record_mount(&self.rt, &self.data).map_err(|e| format!("record the mount of {}: {e}", self.data.display()))?;
-        let spec = Spec::new(self.name.clone(), self.bin.clone(), self.log.clone()).args([&self.data, &self.data]);
+        let spec = Spec::new(self.name.clone(), self.bin.clone(), self.log.clone()).args([Path::new(daemon::ARG), self.data.as_path(), self.data.as_path()]);
         let p = Process::start(spec).map_err(|e| format!("start {}: {e}", self.name))?;
         if let Err(e) = control::wait_mounted(&self.data, true, WITHIN) {
             p.kill();
