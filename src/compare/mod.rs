@@ -35,6 +35,7 @@ mod markdown;
 mod rows;
 mod side;
 mod text;
+mod verdicts;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -118,6 +119,10 @@ pub struct Row {
     pub verdict: Change,
     /// A safety regression fails the comparison whatever the thresholds.
     pub safety: bool,
+    /// Past its threshold, but no test could confirm it (too few runs a side): the verdict
+    /// is the direction only, and the comparison exits 3, never 1, for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfirmed: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
 }
@@ -151,9 +156,21 @@ pub struct Comparison {
     /// even completely separated samples stay above the adjusted level.
     #[serde(default = "yes")]
     pub detectable: bool,
+    /// The tests the comparison's rule makes (or would make, with enough runs a side) for
+    /// the plans in front of it: the rows compared on both sides and judged.
+    #[serde(default)]
+    pub family: usize,
+    /// The runs a side the rule needs for this family: the fewest with which completely
+    /// separated samples pass Holm's first step ([`runs_needed`]).
+    #[serde(default)]
+    pub runs_needed: usize,
     pub rows: Vec<Row>,
+    /// Regressions the rule confirmed (and safety counts that rose): the exit status 1.
     pub regressions: usize,
     pub safety_regressions: usize,
+    /// Rows past their threshold that no test could confirm (exit 3).
+    #[serde(default)]
+    pub unconfirmed: usize,
 }
 
 /// `metric=PCT` overrides of the default thresholds.
