@@ -35,13 +35,18 @@ pub(super) fn phase_cells(r: &Row) -> (String, String, String) {
 /// A row's word: improved, unchanged, regressed (safety), or past its threshold and not
 /// confirmed.
 pub(super) fn word(r: &Row) -> &'static str {
-    if r.unconfirmed { "not confirmed" } else { r.verdict.word(r.safety) }
+    match r.verdict {
+        Change::Unchanged => r.verdict.word(r.safety),
+        _ if !r.gated => "not gated",
+        _ if r.unconfirmed => "not confirmed",
+        _ => r.verdict.word(r.safety),
+    }
 }
 
 fn md_row(r: &Row) -> String {
     let (phase, clients, change) = phase_cells(r);
     let verdict = match r.verdict {
-        Change::Regressed if !r.unconfirmed => format!("**{}**", word(r)),
+        Change::Regressed if r.gated && !r.unconfirmed => format!("**{}**", word(r)),
         _ => word(r).to_string(),
     };
     let note = if r.note.is_empty() { String::new() } else { format!(" ({})", r.note) };
@@ -94,15 +99,20 @@ pub(super) fn lead(c: &Comparison, strong: fn(&str) -> String) -> Vec<String> {
         ));
     }
     // The number, once: what this comparison's rule needs for the plans in front of it.
+    let (k, n) = (c.runs_needed, c.min_samples);
+    let have = if n >= k {
+        format!("This comparison has {}.", runs(n))
+    } else {
+        format!("This comparison has {}: use `run --repeat {k}` on each side, or {k} runs in each side's directory, taken in turn.", runs(n))
+    };
     p.push(format!(
-        "{}: at least {k} runs per side. This comparison's rule (a one-sided Mann-Whitney U test per row, Holm's adjustment over its {f} tests) can confirm a change only when completely separated samples reach p < {lvl:.4}, which takes {k} runs a side (1 / C({k2}, {k}) = {pk:.4}); it has {n} (`run --repeat {k}`, or {k} runs in each side's directory, taken in turn).",
+        "{}: at least {k} runs per side. The rule tests each gated row (--gate {g}: {f} tests here) with a one-sided Mann-Whitney U test under Holm's adjustment, so completely separated samples must reach p < {lvl:.4}, and {k} runs a side is the fewest that can (1 / C({k2}, {k}) = {pk:.4}). {have}",
         strong("Runs needed"),
-        k = c.runs_needed,
+        g = if c.gate.is_empty() { "all" } else { c.gate.as_str() },
         f = c.family,
         lvl = ALPHA / c.family.max(1) as f64,
-        k2 = 2 * c.runs_needed,
-        pk = smallest_p(c.runs_needed, c.runs_needed),
-        n = c.min_samples,
+        k2 = 2 * k,
+        pk = smallest_p(k, k),
     ));
     p
 }

@@ -49,7 +49,7 @@ use crate::judgement::Change;
 
 pub use comparable::{mismatches, notes};
 pub use markdown::{markdown, runs_needed};
-pub use rows::{compare, compare_checked, metric};
+pub use rows::{compare, compare_checked, compare_gated, compare_with, metric};
 pub use side::{load, load_side};
 pub use text::text;
 
@@ -123,6 +123,10 @@ pub struct Row {
     /// is the direction only, and the comparison exits 3, never 1, for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unconfirmed: bool,
+    /// Whether the row can fail the comparison (`--gate`): an ungated row is reported, and
+    /// neither joins Holm's family nor counts as a regression.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub gated: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
 }
@@ -156,6 +160,9 @@ pub struct Comparison {
     /// even completely separated samples stay above the adjusted level.
     #[serde(default = "yes")]
     pub detectable: bool,
+    /// The metrics gated on (`--gate`): "all", or their names.
+    #[serde(default)]
+    pub gate: String,
     /// The tests the comparison's rule makes (or would make, with enough runs a side) for
     /// the plans in front of it: the rows compared on both sides and judged.
     #[serde(default)]
@@ -171,6 +178,51 @@ pub struct Comparison {
     /// Rows past their threshold that no test could confirm (exit 3).
     #[serde(default)]
     pub unconfirmed: usize,
+}
+
+/// What `compare` gates on by default: throughput and the p99 of acquiring, per phase. Every
+/// row is still reported; gating on every metric (`--gate all`) makes Holm's family about
+/// three times larger and the runs needed a side larger with it (7 for the default plan
+/// against 6; see `runs_needed`).
+pub const DEFAULT_GATE: &str = "ops_per_sec,acquire_p99_us";
+
+/// The metrics whose rows can fail a comparison. Safety counts always can, and the verdict
+/// row (the whole verdict, counted) is always gated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    All,
+    Only(Vec<String>),
+}
+
+impl Gate {
+    /// `all`, or metric names, comma-separated.
+    pub fn parse(spec: &str) -> anyhow::Result<Gate> {
+        if spec.trim() == "all" {
+            return Ok(Gate::All);
+        }
+        let names: Vec<String> = spec.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
+        for m in &names {
+            anyhow::ensure!(METRICS.iter().any(|x| x.0 == m), "--gate {m:?}: unknown metric; metrics: all, {}", METRICS.iter().map(|m| m.0).collect::<Vec<_>>().join(", "));
+        }
+        anyhow::ensure!(!names.is_empty(), "--gate names no metric (all, or e.g. ops_per_sec,acquire_p99_us)");
+        Ok(Gate::Only(names))
+    }
+
+    pub fn gates(&self, metric: &str) -> bool {
+        match self {
+            Gate::All => true,
+            Gate::Only(v) => v.iter().any(|m| m == metric),
+        }
+    }
+}
+
+impl std::fmt::Display for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gate::All => f.write_str("all"),
+            Gate::Only(v) => f.write_str(&v.join(",")),
+        }
+    }
 }
 
 /// `metric=PCT` overrides of the default thresholds.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::comparable::{mismatches, notes};
-use super::{Better, Comparison, Row, ALPHA, LATENCY_FLOOR_US, METRICS, MIN_SAMPLES, MIN_TAIL, SAFETY};
+use super::{Better, Comparison, Gate, Row, ALPHA, LATENCY_FLOOR_US, METRICS, MIN_SAMPLES, MIN_TAIL, SAFETY};
 use crate::judgement::Change;
 use crate::stats::samples::{holm, mann_whitney_tails, median, smallest_p};
 use crate::summary::{Summary, WorkloadSummary};
@@ -79,11 +79,17 @@ fn tail_count(w: &WorkloadSummary, m: &str) -> Option<(u64, u64)> {
 /// Compare the runs; refuses (an error naming what differs) when they cannot be compared,
 /// unless `allow_mismatch`.
 pub fn compare_checked(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, allow_mismatch: bool) -> anyhow::Result<Comparison> {
+    compare_gated(base, new, t, &Gate::All, allow_mismatch)
+}
+
+/// [`compare_checked`], gating on the metrics `gate` names only: the others are reported,
+/// tested for information, and never fail the comparison nor join Holm's family.
+pub fn compare_gated(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, gate: &Gate, allow_mismatch: bool) -> anyhow::Result<Comparison> {
     let m = mismatches(base, new);
     if !m.is_empty() && !allow_mismatch {
         anyhow::bail!("the runs cannot be compared, they differ in {}; pass --allow-mismatch to compare anyway", m.join(", "));
     }
-    let mut c = compare(base, new, t);
+    let mut c = compare_with(base, new, t, gate);
     c.mismatches = m;
     c.notes = notes(base, new);
     c.target_costs = super::layer::notes(base, new);
@@ -109,9 +115,15 @@ pub(super) struct Phase<'a> {
     pub(super) clients: usize,
     pub(super) base: &'a [&'a WorkloadSummary],
     pub(super) new: &'a [&'a WorkloadSummary],
+    pub(super) gate: &'a Gate,
 }
 
+/// Every metric gated (the library's default; the command line gates on [`super::DEFAULT_GATE`]).
 pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comparison {
+    compare_with(base, new, t, &Gate::All)
+}
+
+pub fn compare_with(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, gate: &Gate) -> Comparison {
     let mut acc = Acc::default();
     let measured = |name: &str| new.backends.iter().any(|b| b.name == name && b.failure.is_none());
     for bb in base.backends.iter().filter(|b| b.failure.is_none()) {
@@ -130,7 +142,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             continue;
         };
         min_samples = min_samples.min(bw.len()).min(nw.len());
-        let phase = Phase { backend: &backend, workload: &workload, clients, base: &bw, new: nw };
+        let phase = Phase { backend: &backend, workload: &workload, clients, base: &bw, new: nw, gate };
         for (m, better, _) in METRICS {
             phase.metric_row(m, *better, t, &mut acc);
         }
@@ -143,8 +155,8 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
     // from noise at all.
     let reachable = (min_samples != usize::MAX).then(|| if min_samples >= MIN_SAMPLES { smallest_p(min_samples, min_samples) } else { 1.0 });
     let rows = acc.rows;
-    let regressions = rows.iter().filter(|r| r.verdict == Change::Regressed && !r.unconfirmed).count();
-    let unconfirmed = rows.iter().filter(|r| r.verdict == Change::Regressed && r.unconfirmed).count();
+    let regressions = rows.iter().filter(|r| r.verdict == Change::Regressed && r.gated && !r.unconfirmed).count();
+    let unconfirmed = rows.iter().filter(|r| r.verdict == Change::Regressed && r.gated && r.unconfirmed).count();
     let safety_regressions = rows.iter().filter(|r| r.safety).count();
     let label = |s: &Summary| format!("{}{}", s.run_id, s.dlbench_commit.as_ref().map(|c| format!(" ({})", &c[..c.len().min(12)])).unwrap_or_default());
     Comparison {
@@ -158,6 +170,7 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
         min_samples: if min_samples == usize::MAX { 0 } else { min_samples },
         tests: family,
         detectable: reachable.is_none_or(|p| p * (family.max(1) as f64) < ALPHA),
+        gate: gate.to_string(),
         family: acc.testable.max(family),
         runs_needed: super::runs_needed(acc.testable.max(family)),
         rows,
@@ -183,6 +196,7 @@ fn unmeasured(backend: &str, workload: &str, clients: usize, samples: usize, not
         verdict: Change::Regressed,
         safety: false,
         unconfirmed: false,
+        gated: true,
         note: note.into(),
     }
 }
@@ -204,6 +218,7 @@ impl Phase<'_> {
             verdict: Change::Unchanged,
             safety: false,
             unconfirmed: false,
+            gated: true,
             note: String::new(),
         }
     }
@@ -233,6 +248,21 @@ impl Phase<'_> {
         }
         let limit = t.get(m).copied().unwrap_or(50.0);
         let (verdict, note) = effect(m, better, (b, n), pct, limit);
+        if !self.gate.gates(m) {
+            // Reported, never decided: past its threshold it says so, with the test's p
+            // (unadjusted, for information) when both sides have a spread.
+            let p = (xs.len() >= MIN_SAMPLES && ys.len() >= MIN_SAMPLES).then(|| {
+                let (le, ge) = mann_whitney_tails(&xs, &ys);
+                if (better == Better::Higher) == (n < b) { ge } else { le }
+            });
+            let note = match (verdict, p) {
+                (Change::Unchanged, _) => note,
+                (_, Some(p)) => format!("not gated (--gate): past its threshold, p = {p:.3} unadjusted"),
+                (_, None) => "not gated (--gate): past its threshold".into(),
+            };
+            acc.rows.push(Row { verdict, note, gated: false, p_value: p, ..row });
+            return;
+        }
         acc.testable += 1;
         if xs.len() < MIN_SAMPLES || ys.len() < MIN_SAMPLES {
             // One rule whatever the load: with no spread a side, a change past its threshold

@@ -38,6 +38,7 @@ use crate::cluster::local::bins;
 use crate::workload::Workload;
 
 pub use plan::{HistoryMode, RunPlan, TargetChoice};
+pub use settings::{Use, PHASE_FIELDS, PLAN_FIELDS};
 use target::{bring_up, reachable, Running};
 
 /// A run that ended (complete, or cut short after its directory existed): its summary, with

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::plan::{HistoryMode, RunPlan};
+use super::plan::RunPlan;
 use crate::workload::Workload;
 
 /// How a plan field enters compare's fingerprint.
@@ -130,6 +130,7 @@ fn phase_settings(w: &Workload, s: &mut BTreeMap<String, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::HistoryMode;
 
     /// A plan with every optional field set, so that its JSON names every field.
     fn full_plan() -> RunPlan {

@@ -133,7 +133,7 @@ impl Series {
 
 /// Read every DIR (as `compare` reads a side) and build the trend; consecutive pairs are
 /// compared with thresholds `t` (`allow_mismatch` as for `compare`).
-pub fn trend(dirs: &[PathBuf], t: &BTreeMap<String, f64>, allow_mismatch: bool) -> anyhow::Result<Trend> {
+pub fn trend(dirs: &[PathBuf], t: &BTreeMap<String, f64>, gate: &crate::compare::Gate, allow_mismatch: bool) -> anyhow::Result<Trend> {
     anyhow::ensure!(dirs.len() >= 2, "trend needs at least two result sets, in order (got {})", dirs.len());
     let sets = dirs.iter().map(|d| crate::compare::load_side(d)).collect::<anyhow::Result<Vec<_>>>()?;
     let points = dirs
@@ -141,7 +141,7 @@ pub fn trend(dirs: &[PathBuf], t: &BTreeMap<String, f64>, allow_mismatch: bool) 
         .zip(&sets)
         .map(|(d, s)| Point { dir: d.display().to_string(), run_id: s.run_id.clone(), commit: s.dlbench_commit.clone(), complete: s.complete })
         .collect();
-    let steps = sets.windows(2).enumerate().map(|(i, w)| step(i, crate::compare::compare_checked(&w[0], &w[1], t, allow_mismatch))).collect();
+    let steps = sets.windows(2).enumerate().map(|(i, w)| step(i, crate::compare::compare_gated(&w[0], &w[1], t, gate, allow_mismatch))).collect();
     Ok(Trend { points, steps, series: series(&sets) })
 }
 
@@ -155,7 +155,8 @@ fn step(i: usize, c: anyhow::Result<Comparison>) -> Step {
     let flags: Vec<Flag> = c
         .rows
         .iter()
-        .filter(|r| r.verdict != Change::Unchanged)
+        // What compare decides on: a gated row's confirmed change (not one it could not confirm).
+        .filter(|r| r.verdict != Change::Unchanged && r.gated && !r.unconfirmed)
         .map(|r| Flag {
             backend: r.backend.clone(),
             workload: r.workload.clone(),
