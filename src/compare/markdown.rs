@@ -131,13 +131,19 @@ fn conclusion(c: &Comparison, strong: fn(&str) -> String) -> String {
     let none = crate::judgement::NOTHING_DETECTABLE;
     if c.regressions > 0 {
         let safety = if c.safety_regressions > 0 { format!(", {} of safety", c.safety_regressions) } else { String::new() };
-        let also = if c.unconfirmed > 0 { format!("; and {}: {}", crate::judgement::unconfirmed(c.unconfirmed), names(|r| r.verdict == Change::Regressed && r.unconfirmed)) } else { String::new() };
-        format!("{}: {}{also}", strong(&format!("{}{safety}", crate::judgement::regressions(c.regressions))), names(|r| r.verdict == Change::Regressed && !r.unconfirmed))
+        let also = if c.unconfirmed > 0 { format!("; and {}: {}", crate::judgement::unconfirmed(c.unconfirmed), names(|r| r.verdict == Change::Regressed && r.gated && r.unconfirmed)) } else { String::new() };
+        let ungated = names(|r| r.verdict == Change::Regressed && !r.gated);
+        let ungated = if ungated.is_empty() { ungated } else { format!("; past its threshold, not gated: {ungated}") };
+        format!(
+            "{}: {}{also}{ungated}",
+            strong(&format!("{}{safety}", crate::judgement::regressions(c.regressions))),
+            names(|r| r.verdict == Change::Regressed && r.gated && !r.unconfirmed)
+        )
     } else if c.unconfirmed > 0 {
         format!(
             "{}: {} ({} per side: no test could tell it from noise; exit 3).",
             strong(&crate::judgement::unconfirmed(c.unconfirmed)),
-            names(|r| r.verdict == Change::Regressed && r.unconfirmed),
+            names(|r| r.verdict == Change::Regressed && r.gated && r.unconfirmed),
             runs(c.min_samples)
         )
     } else if !c.detectable && c.min_samples < MIN_SAMPLES {

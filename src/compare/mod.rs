@@ -13,17 +13,19 @@
 //! build taken in a block and then the other's do not, and no test can tell the drift from
 //! the build.
 //!
-//! **The decision.** When both sides have at least [`MIN_SAMPLES`] samples, a metric changed
+//! **The decision.** A gated metric (`--gate`; the library's [`compare`] gates on all) changed
 //! only if the medians differ by more than the metric's threshold (a minimum effect size)
 //! *and* a one-sided Mann-Whitney U test (exact, ties counted half) in that direction stays
-//! under [`ALPHA`] after Holm's adjustment over every test of the comparison. Ten metrics
-//! per phase tested at 0.05 each would flag a false regression in a large share of
+//! under [`ALPHA`] after Holm's adjustment over every gated test of the comparison. Ten
+//! metrics per phase tested at 0.05 each would flag a false regression in a large share of
 //! same-build comparisons; Holm keeps the chance of any false one in the whole comparison
 //! under 0.05. The cost is repeats: with n runs per side the smallest p a test can reach is
-//! 1 / C(2n, n), so a comparison that cannot reach the adjusted level says so (and exits 3)
-//! instead of printing "no regression". A percentile is judged only when each sample had at
-//! least [`MIN_TAIL`] acquisitions beyond it. With fewer samples (one run per side) only the
-//! thresholds decide, and the output says there was no spread to judge by.
+//! 1 / C(2n, n), so the comparison states the runs a side its family needs
+//! ([`runs_needed`]), and one that cannot reach the adjusted level says so (exit 3) instead
+//! of printing "no regression". A percentile is judged only when each sample had at least
+//! [`MIN_TAIL`] acquisitions beyond it. With fewer than [`MIN_SAMPLES`] samples a side (one
+//! run a side) nothing is confirmed: a change past its threshold is "not confirmed" (exit 3,
+//! never 1), whatever the load.
 //!
 //! Thresholds are relative changes, set per metric; the defaults are wide because a shared
 //! 2-core machine moves throughput by 10-20% from one run to the next. Count metrics

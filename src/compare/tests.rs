@@ -391,3 +391,21 @@ fn history_on_against_off_is_refused_by_name() {
     assert!(mismatches(&on, &old).is_empty());
     assert!(notes(&on, &old).join(" ").contains("history mode"), "{:?}", notes(&on, &old));
 }
+
+/// Issue 49: `--gate` names the rows that can fail; the others are reported ("not gated")
+/// and neither fail nor join Holm's family, so fewer gated rows need fewer runs a side.
+#[test]
+fn only_gated_rows_fail_and_count_in_the_family() {
+    let t = thresholds(&[]).unwrap();
+    let mut slow = five(1000.0);
+    slow.backends[0].workloads.iter_mut().for_each(|w| w.acquire_latency_us.p50 *= 10);
+    let gate = Gate::parse("ops_per_sec").unwrap();
+    let c = compare_with(&five(1000.0), &slow, &t, &gate);
+    let p50 = c.rows.iter().find(|r| r.metric == "acquire_p50_us").unwrap();
+    assert!(!p50.gated && p50.verdict == Change::Regressed && p50.p_value.is_some(), "{}", markdown(&c));
+    assert_eq!((c.regressions, c.family, c.runs_needed), (0, 1, 4), "{}", markdown(&c));
+    assert!(text(&c).contains("not gated"), "{}", text(&c));
+    let c = compare_with(&five(1000.0), &slow, &t, &Gate::All);
+    assert_eq!((c.regressions, c.family, c.runs_needed), (1, 4, 5), "{}", markdown(&c));
+    assert!(Gate::parse("speed").unwrap_err().to_string().contains("ops_per_sec"));
+}

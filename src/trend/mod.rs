@@ -1,8 +1,10 @@
 //! `dlbench trend DIR...`: each compared metric across a series of result sets given in order
 //! (one per commit, say), its spread at every point, and the points where `compare` flags a
 //! change. The flags are `compare`'s own: every consecutive pair goes through
-//! [`crate::compare::compare_checked`] with the same thresholds, so a point is flagged here
-//! exactly when `dlbench compare PREVIOUS THIS` would have flagged it. Nothing is re-judged.
+//! [`crate::compare::compare_gated`] with the same thresholds and gate, so a point is flagged
+//! here exactly when `dlbench compare PREVIOUS THIS` would have decided on it (a change it
+//! confirmed on a gated row; not one past its threshold it could not confirm). Nothing is
+//! re-judged.
 //!
 //! Each DIR is read as a side of `compare` is: a result set, or a directory of result sets
 //! whose runs are pooled as repeats. `html` draws the page, `text` the terminal summary;
