@@ -14,13 +14,14 @@
 #   sh scripts/gate-check.sh                  # memory backend, about 4 minutes on 2 cores
 #   BACKEND=redis sh scripts/gate-check.sh    # a real server (local target), about 7 minutes
 #   TRIES=3 sh scripts/gate-check.sh          # fewer same-build comparisons
-#   ROUNDS=7 sh scripts/gate-check.sh         # runs per side (default 5)
+#   ROUNDS=5 sh scripts/gate-check.sh         # runs per side (default 4: what compare prints
+#                                             # for this plan under its default --gate)
 set -eu
 cd "$(dirname "$0")/.."
 bin=target/release/dlbench
 [ -x "$bin" ] || cargo build --release
 tries=${TRIES:-10}
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-4}
 backend=${BACKEND:-memory}
 case $backend in
     memory) hook=DLBENCH_TEST_HOOK_MEMORY_ACQUIRE_DELAY_US ;;
@@ -55,8 +56,9 @@ compare() { # base new -> prints the verdict line, returns compare's exit status
     "$bin" compare "$1" "$2" --format markdown >"$2.compare.md"
     rc=$?
     set -e
-    verdict=$(grep -m1 -E '^\*\*(No regression|[0-9]+ regression)' "$2.compare.md" | tr -d '*' | cut -c1-160)
-    echo "$verdict"
+    verdict=$(grep -m1 -E '^\*\*(No regression|[0-9]+ (regression|change))' "$2.compare.md" | tr -d '*' | cut -c1-160)
+    needed=$(grep -m1 -o 'Runs needed\*\*: at least [0-9]*' "$2.compare.md" | grep -o '[0-9]*$')
+    echo "$verdict (runs needed: $needed, taken: $rounds)"
     return $rc
 }
 

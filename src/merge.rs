@@ -261,6 +261,11 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path) -> anyhow::Result<(crate::summar
     let mut summary = crate::summary::Summary::begin(&dir.id, &shard_summary.target, shard_summary.fencing, Vec::new());
     summary.versions = shard_summary.versions.clone();
     summary.resource_server = first.resource_server.clone();
+    // The shards' own settings, but whole: the merged figures are the whole plan's.
+    summary.plan_settings = shard_summary.plan_settings.clone();
+    if !summary.plan_settings.is_empty() {
+        summary.plan_settings.insert("shard".into(), format!("{} shards merged", shards.len()));
+    }
     let mut acc = crate::summarize::BackendAcc::default();
     acc.add(&phase, 0);
     let mut b = acc.summary(&first.backend, first.capabilities.clone());

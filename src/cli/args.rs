@@ -168,6 +168,9 @@ pub(crate) struct TrendArgs {
     /// Override a threshold, METRIC=PERCENT (repeatable), as for compare.
     #[arg(long = "threshold")]
     pub(crate) thresholds: Vec<String>,
+    /// The metrics that can flag a step, as for compare.
+    #[arg(long, default_value = crate::compare::DEFAULT_GATE)]
+    pub(crate) gate: String,
     /// Compare consecutive sets even when they differ in plan, backends, target,
     /// completeness or machine, as for compare.
     #[arg(long)]
@@ -184,6 +187,12 @@ pub(crate) struct CompareArgs {
     /// Override a threshold, METRIC=PERCENT (repeatable), e.g. --threshold ops_per_sec=10.
     #[arg(long = "threshold")]
     pub(crate) thresholds: Vec<String>,
+    /// The metrics that can fail the comparison, comma-separated, or `all`: only their rows
+    /// form the test family (Holm's adjustment), so fewer gated metrics need fewer runs a side
+    /// (compare prints the number). Every row is reported; safety counts and the verdict row
+    /// always gate.
+    #[arg(long, default_value = crate::compare::DEFAULT_GATE)]
+    pub(crate) gate: String,
     /// Also write the comparison as JSON to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,

@@ -66,12 +66,13 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Compare(a) => {
             let t = crate::compare::thresholds(&a.thresholds)?;
-            let c = crate::compare::compare_checked(&crate::compare::load_side(&a.base)?, &crate::compare::load_side(&a.new)?, &t, a.allow_mismatch)?;
+            let gate = crate::compare::Gate::parse(&a.gate)?;
+            let c = crate::compare::compare_gated(&crate::compare::load_side(&a.base)?, &crate::compare::load_side(&a.new)?, &t, &gate, a.allow_mismatch)?;
             output::compared(&c, a.format, a.json.as_deref(), a.markdown.as_deref())
         }
         Command::Trend(a) => {
             let t = crate::compare::thresholds(&a.thresholds)?;
-            let trend = crate::trend::trend(&a.dirs, &t, a.allow_mismatch)?;
+            let trend = crate::trend::trend(&a.dirs, &t, &crate::compare::Gate::parse(&a.gate)?, a.allow_mismatch)?;
             output::trended(&trend, &a.html, a.json.as_deref())
         }
         Command::Calibrate(a) => calibrate(a, cancel).await,

@@ -92,8 +92,8 @@ pub(super) fn calibrated(done: &crate::calibrate::Calibrated) -> i32 {
 }
 
 /// A comparison on stdout, as an aligned table (`--format text`, the default) or Markdown,
-/// and in the files asked for; exit 1 on a regression, 3 when none could have been found (as
-/// for an undecided verdict), else 0.
+/// and in the files asked for; exit 1 on a confirmed regression, 3 when a change was not
+/// confirmed or none could have been found (as for an undecided verdict), else 0.
 pub(super) fn compared(c: &crate::compare::Comparison, format: super::args::CompareFormat, json: Option<&Path>, markdown: Option<&Path>) -> anyhow::Result<i32> {
     let md = crate::compare::markdown(c);
     match format {
@@ -106,7 +106,10 @@ pub(super) fn compared(c: &crate::compare::Comparison, format: super::args::Comp
     if let Some(p) = markdown {
         crate::util::write_atomic(p, md.as_bytes())?;
     }
-    Ok(if c.regressions > 0 { 1 } else if !c.detectable { 3 } else { 0 })
+    // One rule whatever the load: 1 only for what the rule confirmed (or a safety count
+    // that rose); a change it could not confirm, or a comparison that could not have seen
+    // one, is 3.
+    Ok(if c.regressions > 0 { 1 } else if !c.detectable || c.unconfirmed > 0 { 3 } else { 0 })
 }
 
 /// A trend: the page and the JSON asked for, then the terminal summary; exit 0 once written

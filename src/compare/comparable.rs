@@ -95,6 +95,13 @@ pub fn mismatches(base: &Summary, new: &Summary) -> Vec<String> {
         let only = |a: &BTreeSet<String>, b: &BTreeSet<String>| a.difference(b).cloned().collect::<Vec<_>>().join("; ");
         differ("plan", format!("base has {}", or_none(only(&pb, &pn))), format!("new has {}", or_none(only(&pn, &pb))));
     }
+    // The plan's settings recorded nowhere else (run/settings.rs): each one that differs
+    // is named (a setting only one side recorded is a note).
+    for (k, b) in &base.plan_settings {
+        if let Some(n) = new.plan_settings.get(k) {
+            differ(k, b.clone(), n.clone());
+        }
+    }
     let (mb, mn) = (&base.machine, &new.machine);
     differ("machine cores", mb.cores.to_string(), mn.cores.to_string());
     differ("machine CPU", mb.cpu_model.clone(), mn.cpu_model.clone());
@@ -121,6 +128,17 @@ pub fn notes(base: &Summary, new: &Summary) -> Vec<String> {
     }
     if !(records_ttl(base) && records_ttl(new)) {
         out.push("TTL, think time and key distribution not compared: one side's summary does not record them".into());
+    }
+    let settings = |a: &Summary, b: &Summary| a.plan_settings.keys().filter(|k| !b.plan_settings.contains_key(*k)).cloned().collect::<Vec<_>>();
+    match (base.plan_settings.is_empty(), new.plan_settings.is_empty()) {
+        (true, true) => out.push("history mode, request timeout, shard, retry interval, ops limit and zipf exponent not compared: neither summary records them (written before dlbench recorded its plan settings)".into()),
+        (true, false) | (false, true) => out.push("history mode, request timeout, shard, retry interval, ops limit and zipf exponent not compared: one side's summary does not record them".into()),
+        (false, false) => {
+            let only: Vec<String> = settings(base, new).into_iter().chain(settings(new, base)).collect();
+            if !only.is_empty() {
+                out.push(format!("{} not compared: recorded on one side only", only.join(", ")));
+            }
+        }
     }
     if base.nemesis_interval_s.is_some() != new.nemesis_interval_s.is_some() && !base.nemesis_schedule.is_empty() {
         out.push("fault interval not compared: one side's summary does not record it".into());

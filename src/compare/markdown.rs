@@ -32,11 +32,22 @@ pub(super) fn phase_cells(r: &Row) -> (String, String, String) {
     (phase, clients, r.change_pct.map(|p| format!("{p:+.1}%")).unwrap_or_default())
 }
 
+/// A row's word: improved, unchanged, regressed (safety), or past its threshold and not
+/// confirmed.
+pub(super) fn word(r: &Row) -> &'static str {
+    match r.verdict {
+        Change::Unchanged => r.verdict.word(r.safety),
+        _ if !r.gated => "not gated",
+        _ if r.unconfirmed => "not confirmed",
+        _ => r.verdict.word(r.safety),
+    }
+}
+
 fn md_row(r: &Row) -> String {
     let (phase, clients, change) = phase_cells(r);
     let verdict = match r.verdict {
-        Change::Regressed => format!("**{}**", r.verdict.word(r.safety)),
-        _ => r.verdict.word(r.safety).to_string(),
+        Change::Regressed if r.gated && !r.unconfirmed => format!("**{}**", word(r)),
+        _ => word(r).to_string(),
     };
     let note = if r.note.is_empty() { String::new() } else { format!(" ({})", r.note) };
     format!(
@@ -75,36 +86,7 @@ pub(super) fn lead(c: &Comparison, strong: fn(&str) -> String) -> Vec<String> {
     if !c.left_out.is_empty() {
         p.push(format!("{} (measured on one side only): {}.", strong("Left out"), c.left_out.join("; ")));
     }
-    let none = crate::judgement::NOTHING_DETECTABLE;
-    let k = runs_needed(c.tests);
-    if c.regressions == 0 && !c.detectable && c.min_samples < MIN_SAMPLES {
-        p.push(format!(
-            "{}: {} per side {} no spread to tell a change from noise; use at least {k} runs per side (`run --repeat {k}`, or more runs in each side's directory).",
-            strong(none),
-            runs(c.min_samples),
-            if c.min_samples == 1 { "gives" } else { "give" },
-        ));
-    } else if c.regressions == 0 && !c.detectable {
-        let pv = smallest_p(c.min_samples, c.min_samples);
-        p.push(format!(
-            "{}: with {n} runs per side the smallest p-value a test can reach is {pv:.4}, and {t} tests need one under {lvl:.4} (Holm); use at least {k} runs per side (`run --repeat`, or more runs in each side's directory).",
-            strong(none),
-            n = c.min_samples,
-            t = c.tests,
-            lvl = ALPHA / c.tests as f64,
-        ));
-    } else if c.regressions == 0 {
-        p.push(strong(&format!("{}.", crate::judgement::NO_REGRESSION)));
-    } else {
-        let names: Vec<String> = c
-            .rows
-            .iter()
-            .filter(|r| r.verdict == Change::Regressed)
-            .map(|r| if r.workload.is_empty() { format!("{} {}", r.backend, r.metric) } else { format!("{} · {} {}", r.backend, r.workload, r.metric) })
-            .collect();
-        let safety = if c.safety_regressions > 0 { format!(", {} of safety", c.safety_regressions) } else { String::new() };
-        p.push(format!("{}: {}", strong(&format!("{}{safety}", crate::judgement::regressions(c.regressions))), names.join(", ")));
-    }
+    p.push(conclusion(c, strong));
     if c.min_samples >= MIN_SAMPLES {
         p.push(format!(
             "{} or more runs per side: a change counts when the medians differ by more than its threshold and a one-sided Mann-Whitney U test tells the sides apart at p < {ALPHA} after Holm's adjustment over the comparison's {} tests.",
@@ -112,11 +94,72 @@ pub(super) fn lead(c: &Comparison, strong: fn(&str) -> String) -> Vec<String> {
         ));
     } else {
         p.push(format!(
-            "{} per side: no spread to judge noise by, so only the thresholds could flag a change here, and none can be ruled out (use `run --repeat {k}` on both sides).",
+            "{} per side: no spread to judge noise by, so a change past its threshold is reported as not confirmed, and none can be ruled out.",
             runs(c.min_samples)
         ));
     }
+    // The number, once: what this comparison's rule needs for the plans in front of it.
+    let (k, n) = (c.runs_needed, c.min_samples);
+    let have = if n >= k {
+        format!("This comparison has {}.", runs(n))
+    } else {
+        format!("This comparison has {}: use `run --repeat {k}` on each side, or {k} runs in each side's directory, taken in turn.", runs(n))
+    };
+    p.push(format!(
+        "{}: at least {k} runs per side. The rule tests each gated row (--gate {g}: {f} tests here) with a one-sided Mann-Whitney U test under Holm's adjustment, so completely separated samples must reach p < {lvl:.4}, and {k} runs a side is the fewest that can (1 / C({k2}, {k}) = {pk:.4}). {have}",
+        strong("Runs needed"),
+        g = if c.gate.is_empty() { "all" } else { c.gate.as_str() },
+        f = c.family,
+        lvl = ALPHA / c.family.max(1) as f64,
+        k2 = 2 * k,
+        pk = smallest_p(k, k),
+    ));
     p
+}
+
+/// The conclusion: the confirmed regressions, else the changes not confirmed, else why no
+/// regression could have been detected, else "No regression".
+fn conclusion(c: &Comparison, strong: fn(&str) -> String) -> String {
+    let names = |pick: fn(&Row) -> bool| {
+        c.rows
+            .iter()
+            .filter(|r| pick(r))
+            .map(|r| if r.workload.is_empty() { format!("{} {}", r.backend, r.metric) } else { format!("{} · {} {}", r.backend, r.workload, r.metric) })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let none = crate::judgement::NOTHING_DETECTABLE;
+    if c.regressions > 0 {
+        let safety = if c.safety_regressions > 0 { format!(", {} of safety", c.safety_regressions) } else { String::new() };
+        let also = if c.unconfirmed > 0 { format!("; and {}: {}", crate::judgement::unconfirmed(c.unconfirmed), names(|r| r.verdict == Change::Regressed && r.gated && r.unconfirmed)) } else { String::new() };
+        let ungated = names(|r| r.verdict == Change::Regressed && !r.gated);
+        let ungated = if ungated.is_empty() { ungated } else { format!("; past its threshold, not gated: {ungated}") };
+        format!(
+            "{}: {}{also}{ungated}",
+            strong(&format!("{}{safety}", crate::judgement::regressions(c.regressions))),
+            names(|r| r.verdict == Change::Regressed && r.gated && !r.unconfirmed)
+        )
+    } else if c.unconfirmed > 0 {
+        format!(
+            "{}: {} ({} per side: no test could tell it from noise; exit 3).",
+            strong(&crate::judgement::unconfirmed(c.unconfirmed)),
+            names(|r| r.verdict == Change::Regressed && r.gated && r.unconfirmed),
+            runs(c.min_samples)
+        )
+    } else if !c.detectable && c.min_samples < MIN_SAMPLES {
+        format!("{}: {} per side {} no spread to tell a change from noise.", strong(none), runs(c.min_samples), if c.min_samples == 1 { "gives" } else { "give" })
+    } else if !c.detectable {
+        format!(
+            "{}: with {n} runs per side the smallest p-value a test can reach is {pv:.4}, and {t} tests need one under {lvl:.4} (Holm).",
+            strong(none),
+            n = c.min_samples,
+            pv = smallest_p(c.min_samples, c.min_samples),
+            t = c.tests,
+            lvl = ALPHA / c.tests.max(1) as f64,
+        )
+    } else {
+        strong(&format!("{}.", crate::judgement::NO_REGRESSION))
+    }
 }
 
 /// The paragraph after the table: the thresholds in force.

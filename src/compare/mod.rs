@@ -13,17 +13,19 @@
 //! build taken in a block and then the other's do not, and no test can tell the drift from
 //! the build.
 //!
-//! **The decision.** When both sides have at least [`MIN_SAMPLES`] samples, a metric changed
+//! **The decision.** A gated metric (`--gate`; the library's [`compare`] gates on all) changed
 //! only if the medians differ by more than the metric's threshold (a minimum effect size)
 //! *and* a one-sided Mann-Whitney U test (exact, ties counted half) in that direction stays
-//! under [`ALPHA`] after Holm's adjustment over every test of the comparison. Ten metrics
-//! per phase tested at 0.05 each would flag a false regression in a large share of
+//! under [`ALPHA`] after Holm's adjustment over every gated test of the comparison. Ten
+//! metrics per phase tested at 0.05 each would flag a false regression in a large share of
 //! same-build comparisons; Holm keeps the chance of any false one in the whole comparison
 //! under 0.05. The cost is repeats: with n runs per side the smallest p a test can reach is
-//! 1 / C(2n, n), so a comparison that cannot reach the adjusted level says so (and exits 3)
-//! instead of printing "no regression". A percentile is judged only when each sample had at
-//! least [`MIN_TAIL`] acquisitions beyond it. With fewer samples (one run per side) only the
-//! thresholds decide, and the output says there was no spread to judge by.
+//! 1 / C(2n, n), so the comparison states the runs a side its family needs
+//! ([`runs_needed`]), and one that cannot reach the adjusted level says so (exit 3) instead
+//! of printing "no regression". A percentile is judged only when each sample had at least
+//! [`MIN_TAIL`] acquisitions beyond it. With fewer than [`MIN_SAMPLES`] samples a side (one
+//! run a side) nothing is confirmed: a change past its threshold is "not confirmed" (exit 3,
+//! never 1), whatever the load.
 //!
 //! Thresholds are relative changes, set per metric; the defaults are wide because a shared
 //! 2-core machine moves throughput by 10-20% from one run to the next. Count metrics
@@ -35,6 +37,7 @@ mod markdown;
 mod rows;
 mod side;
 mod text;
+mod verdicts;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -48,7 +51,7 @@ use crate::judgement::Change;
 
 pub use comparable::{mismatches, notes};
 pub use markdown::{markdown, runs_needed};
-pub use rows::{compare, compare_checked, metric};
+pub use rows::{compare, compare_checked, compare_gated, compare_with, metric};
 pub use side::{load, load_side};
 pub use text::text;
 
@@ -118,6 +121,14 @@ pub struct Row {
     pub verdict: Change,
     /// A safety regression fails the comparison whatever the thresholds.
     pub safety: bool,
+    /// Past its threshold, but no test could confirm it (too few runs a side): the verdict
+    /// is the direction only, and the comparison exits 3, never 1, for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfirmed: bool,
+    /// Whether the row can fail the comparison (`--gate`): an ungated row is reported, and
+    /// neither joins Holm's family nor counts as a regression.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub gated: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
 }
@@ -151,9 +162,69 @@ pub struct Comparison {
     /// even completely separated samples stay above the adjusted level.
     #[serde(default = "yes")]
     pub detectable: bool,
+    /// The metrics gated on (`--gate`): "all", or their names.
+    #[serde(default)]
+    pub gate: String,
+    /// The tests the comparison's rule makes (or would make, with enough runs a side) for
+    /// the plans in front of it: the rows compared on both sides and judged.
+    #[serde(default)]
+    pub family: usize,
+    /// The runs a side the rule needs for this family: the fewest with which completely
+    /// separated samples pass Holm's first step ([`runs_needed`]).
+    #[serde(default)]
+    pub runs_needed: usize,
     pub rows: Vec<Row>,
+    /// Regressions the rule confirmed (and safety counts that rose): the exit status 1.
     pub regressions: usize,
     pub safety_regressions: usize,
+    /// Rows past their threshold that no test could confirm (exit 3).
+    #[serde(default)]
+    pub unconfirmed: usize,
+}
+
+/// What `compare` gates on by default: throughput and the p99 of acquiring, per phase. Every
+/// row is still reported; gating on every metric (`--gate all`) makes Holm's family about
+/// three times larger and the runs needed a side larger with it (7 for the default plan
+/// against 6; see `runs_needed`).
+pub const DEFAULT_GATE: &str = "ops_per_sec,acquire_p99_us";
+
+/// The metrics whose rows can fail a comparison. Safety counts always can, and the verdict
+/// row (the whole verdict, counted) is always gated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    All,
+    Only(Vec<String>),
+}
+
+impl Gate {
+    /// `all`, or metric names, comma-separated.
+    pub fn parse(spec: &str) -> anyhow::Result<Gate> {
+        if spec.trim() == "all" {
+            return Ok(Gate::All);
+        }
+        let names: Vec<String> = spec.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
+        for m in &names {
+            anyhow::ensure!(METRICS.iter().any(|x| x.0 == m), "--gate {m:?}: unknown metric; metrics: all, {}", METRICS.iter().map(|m| m.0).collect::<Vec<_>>().join(", "));
+        }
+        anyhow::ensure!(!names.is_empty(), "--gate names no metric (all, or e.g. ops_per_sec,acquire_p99_us)");
+        Ok(Gate::Only(names))
+    }
+
+    pub fn gates(&self, metric: &str) -> bool {
+        match self {
+            Gate::All => true,
+            Gate::Only(v) => v.iter().any(|m| m == metric),
+        }
+    }
+}
+
+impl std::fmt::Display for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gate::All => f.write_str("all"),
+            Gate::Only(v) => f.write_str(&v.join(",")),
+        }
+    }
 }
 
 /// `metric=PCT` overrides of the default thresholds.

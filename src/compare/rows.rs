@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::comparable::{mismatches, notes};
-use super::{Better, Comparison, Row, ALPHA, LATENCY_FLOOR_US, METRICS, MIN_SAMPLES, MIN_TAIL, SAFETY};
+use super::{Better, Comparison, Gate, Row, ALPHA, LATENCY_FLOOR_US, METRICS, MIN_SAMPLES, MIN_TAIL, SAFETY};
 use crate::judgement::Change;
 use crate::stats::samples::{holm, mann_whitney_tails, median, smallest_p};
 use crate::summary::{Summary, WorkloadSummary};
@@ -22,7 +22,10 @@ pub fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
         "release_p99_us" => w.release_latency_us.p99 as f64,
         "handoff_p50_us" if w.handoff_latency_us.count > 0 => w.handoff_latency_us.p50 as f64,
         "errors" => w.errors as f64,
-        "availability_pct" => a?.success_seconds_pct,
+        // The figure the verdicts' availability word is made of: the grant rate during the
+        // fault windows that count, as a share of the no-fault rate (not the share of fault
+        // seconds with a grant, which long holds keep low on a healthy lock).
+        "availability_pct" => w.verdict.as_ref()?.grant_ratio? * 100.0,
         "longest_gap_ms" => a?.longest_gap_ms as f64,
         "recovery_ms" => a?.recovery_ms as f64,
         "overlaps" => w.counts.overlaps as f64,
@@ -30,11 +33,6 @@ pub fn metric(w: &WorkloadSummary, m: &str) -> Option<f64> {
         "lost_updates_fenced" => w.counts.lost_updates_fenced as f64,
         _ => return None,
     })
-}
-
-/// Worse verdicts rank higher (the judgement's ranking of its own words).
-fn safety_rank(w: &WorkloadSummary) -> u8 {
-    crate::judgement::violation_rank(w.verdict.as_ref().map(|v| v.safety))
 }
 
 /// A phase's identity in a comparison: backend, workload, clients.
@@ -57,14 +55,14 @@ fn phases(s: &Summary) -> Vec<(Key, Vec<&WorkloadSummary>)> {
 
 
 /// One metric's test, decided once the whole comparison's family is known.
-struct Test {
-    row: usize,
+pub(super) struct Test {
+    pub(super) row: usize,
     /// The verdict from the effect size alone (thresholds and floors).
-    effect: Change,
+    pub(super) effect: Change,
     /// The medians moved the worse way.
-    worse: bool,
-    p_worse: f64,
-    p_better: f64,
+    pub(super) worse: bool,
+    pub(super) p_worse: f64,
+    pub(super) p_better: f64,
 }
 
 /// For a percentile metric: how many acquisitions lay beyond it in this sample, and the count.
@@ -81,11 +79,17 @@ fn tail_count(w: &WorkloadSummary, m: &str) -> Option<(u64, u64)> {
 /// Compare the runs; refuses (an error naming what differs) when they cannot be compared,
 /// unless `allow_mismatch`.
 pub fn compare_checked(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, allow_mismatch: bool) -> anyhow::Result<Comparison> {
+    compare_gated(base, new, t, &Gate::All, allow_mismatch)
+}
+
+/// [`compare_checked`], gating on the metrics `gate` names only: the others are reported,
+/// tested for information, and never fail the comparison nor join Holm's family.
+pub fn compare_gated(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, gate: &Gate, allow_mismatch: bool) -> anyhow::Result<Comparison> {
     let m = mismatches(base, new);
     if !m.is_empty() && !allow_mismatch {
         anyhow::bail!("the runs cannot be compared, they differ in {}; pass --allow-mismatch to compare anyway", m.join(", "));
     }
-    let mut c = compare(base, new, t);
+    let mut c = compare_with(base, new, t, gate);
     c.mismatches = m;
     c.notes = notes(base, new);
     c.target_costs = super::layer::notes(base, new);
@@ -96,22 +100,30 @@ pub fn compare_checked(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>,
 /// What the comparison gathers phase by phase: its rows, the tests to decide once the whole
 /// family is known, and what only one side measured.
 #[derive(Default)]
-struct Acc {
-    rows: Vec<Row>,
-    tests: Vec<Test>,
-    left_out: Vec<String>,
+pub(super) struct Acc {
+    pub(super) rows: Vec<Row>,
+    pub(super) tests: Vec<Test>,
+    pub(super) left_out: Vec<String>,
+    /// The rows the rule tests, or would test with enough runs a side.
+    pub(super) testable: usize,
 }
 
 /// One phase measured on both sides: its key and each side's samples (one per repeat).
-struct Phase<'a> {
-    backend: &'a str,
-    workload: &'a str,
-    clients: usize,
-    base: &'a [&'a WorkloadSummary],
-    new: &'a [&'a WorkloadSummary],
+pub(super) struct Phase<'a> {
+    pub(super) backend: &'a str,
+    pub(super) workload: &'a str,
+    pub(super) clients: usize,
+    pub(super) base: &'a [&'a WorkloadSummary],
+    pub(super) new: &'a [&'a WorkloadSummary],
+    pub(super) gate: &'a Gate,
 }
 
+/// Every metric gated (the library's default; the command line gates on [`super::DEFAULT_GATE`]).
 pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comparison {
+    compare_with(base, new, t, &Gate::All)
+}
+
+pub fn compare_with(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, gate: &Gate) -> Comparison {
     let mut acc = Acc::default();
     let measured = |name: &str| new.backends.iter().any(|b| b.name == name && b.failure.is_none());
     for bb in base.backends.iter().filter(|b| b.failure.is_none()) {
@@ -130,12 +142,12 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
             continue;
         };
         min_samples = min_samples.min(bw.len()).min(nw.len());
-        let phase = Phase { backend: &backend, workload: &workload, clients, base: &bw, new: nw };
+        let phase = Phase { backend: &backend, workload: &workload, clients, base: &bw, new: nw, gate };
         for (m, better, _) in METRICS {
             phase.metric_row(m, *better, t, &mut acc);
         }
         acc.rows.extend(SAFETY.iter().map(|m| phase.safety_row(m)));
-        acc.rows.extend(phase.verdict_row());
+        phase.verdict_row(&mut acc);
     }
     let family = adjust(&mut acc.rows, &acc.tests);
     // One rule for every sample count: a comparison says "no regression" only when it could
@@ -143,7 +155,8 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
     // from noise at all.
     let reachable = (min_samples != usize::MAX).then(|| if min_samples >= MIN_SAMPLES { smallest_p(min_samples, min_samples) } else { 1.0 });
     let rows = acc.rows;
-    let regressions = rows.iter().filter(|r| r.verdict == Change::Regressed).count();
+    let regressions = rows.iter().filter(|r| r.verdict == Change::Regressed && r.gated && !r.unconfirmed).count();
+    let unconfirmed = rows.iter().filter(|r| r.verdict == Change::Regressed && r.gated && r.unconfirmed).count();
     let safety_regressions = rows.iter().filter(|r| r.safety).count();
     let label = |s: &Summary| format!("{}{}", s.run_id, s.dlbench_commit.as_ref().map(|c| format!(" ({})", &c[..c.len().min(12)])).unwrap_or_default());
     Comparison {
@@ -157,9 +170,13 @@ pub fn compare(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>) -> Comp
         min_samples: if min_samples == usize::MAX { 0 } else { min_samples },
         tests: family,
         detectable: reachable.is_none_or(|p| p * (family.max(1) as f64) < ALPHA),
+        gate: gate.to_string(),
+        family: acc.testable.max(family),
+        runs_needed: super::runs_needed(acc.testable.max(family)),
         rows,
         regressions,
         safety_regressions,
+        unconfirmed,
     }
 }
 
@@ -178,13 +195,15 @@ fn unmeasured(backend: &str, workload: &str, clients: usize, samples: usize, not
         p_adjusted: None,
         verdict: Change::Regressed,
         safety: false,
+        unconfirmed: false,
+        gated: true,
         note: note.into(),
     }
 }
 
 impl Phase<'_> {
     /// A row of this phase, unchanged and without a note until the caller says otherwise.
-    fn row(&self, metric: &str, base: Option<f64>, new: Option<f64>, samples: (usize, usize)) -> Row {
+    pub(super) fn row(&self, metric: &str, base: Option<f64>, new: Option<f64>, samples: (usize, usize)) -> Row {
         Row {
             backend: self.backend.to_string(),
             workload: self.workload.to_string(),
@@ -198,6 +217,8 @@ impl Phase<'_> {
             p_adjusted: None,
             verdict: Change::Unchanged,
             safety: false,
+            unconfirmed: false,
+            gated: true,
             note: String::new(),
         }
     }
@@ -227,7 +248,31 @@ impl Phase<'_> {
         }
         let limit = t.get(m).copied().unwrap_or(50.0);
         let (verdict, note) = effect(m, better, (b, n), pct, limit);
-        if xs.len() >= MIN_SAMPLES && ys.len() >= MIN_SAMPLES {
+        if !self.gate.gates(m) {
+            // Reported, never decided: past its threshold it says so, with the test's p
+            // (unadjusted, for information) when both sides have a spread.
+            let p = (xs.len() >= MIN_SAMPLES && ys.len() >= MIN_SAMPLES).then(|| {
+                let (le, ge) = mann_whitney_tails(&xs, &ys);
+                if (better == Better::Higher) == (n < b) { ge } else { le }
+            });
+            let note = match (verdict, p) {
+                (Change::Unchanged, _) => note,
+                (_, Some(p)) => format!("not gated (--gate): past its threshold, p = {p:.3} unadjusted"),
+                (_, None) => "not gated (--gate): past its threshold".into(),
+            };
+            acc.rows.push(Row { verdict, note, gated: false, p_value: p, ..row });
+            return;
+        }
+        acc.testable += 1;
+        if xs.len() < MIN_SAMPLES || ys.len() < MIN_SAMPLES {
+            // One rule whatever the load: with no spread a side, a change past its threshold
+            // is not confirmed (exit 3), never a regression (exit 1).
+            let unconfirmed = verdict != Change::Unchanged;
+            let note = if unconfirmed { not_confirmed(xs.len().min(ys.len())) } else { note };
+            acc.rows.push(Row { verdict, note, unconfirmed, ..row });
+            return;
+        }
+        {
             // U counts base values above new ones: a high U means the new values are
             // lower. Each direction is its own one-sided test, decided after the loop.
             let (le, ge) = mann_whitney_tails(&xs, &ys);
@@ -268,19 +313,11 @@ impl Phase<'_> {
         let samples = (self.base.len(), self.new.len());
         Row { verdict, safety: verdict == Change::Regressed, note, ..self.row(m, Some(b), Some(n), samples) }
     }
+}
 
-    /// The worst safety verdict of each side, when either had a violation or they differ.
-    fn verdict_row(&self) -> Option<Row> {
-        let wb = self.base.iter().copied().max_by_key(|w| safety_rank(w)).expect("a phase has a sample");
-        let wn = self.new.iter().copied().max_by_key(|w| safety_rank(w)).expect("a phase has a sample");
-        let (rb, rn) = (safety_rank(wb), safety_rank(wn));
-        (rn != rb || rn > 0).then(|| {
-            let v = |w: &WorkloadSummary| w.verdict.as_ref().map_or(crate::judgement::NO_VERDICT, |v| v.safety.as_str());
-            let verdict = if rn > rb { Change::Regressed } else if rn < rb { Change::Improved } else { Change::Unchanged };
-            let samples = (self.base.len(), self.new.len());
-            Row { verdict, safety: rn > rb, note: format!("{} -> {}", v(wb), v(wn)), ..self.row("verdict", Some(rb as f64), Some(rn as f64), samples) }
-        })
-    }
+/// The note of a row past its threshold with too few runs a side to test it.
+pub(super) fn not_confirmed(runs: usize) -> String {
+    format!("{}: {runs} run{} a side, fewer than the {MIN_SAMPLES} a test needs", crate::judgement::NOT_CONFIRMED, if runs == 1 { "" } else { "s" })
 }
 
 /// The verdict from the effect size alone, with the note an unchanged row keeps: the medians

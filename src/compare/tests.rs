@@ -30,10 +30,16 @@ fn summary(ops: f64, overlaps: u64) -> Summary {
     summary_of(&[ops], overlaps)
 }
 
+/// Five runs of one rate, a little spread: enough for the rule to confirm a change over the
+/// few tests of these summaries (issue 49: one run a side confirms nothing).
+fn five(ops: f64) -> Summary {
+    summary_of(&[ops, ops * 1.01, ops * 0.99, ops * 1.02, ops * 0.98], 0)
+}
+
 #[test]
 fn halved_throughput_regresses_and_is_named() {
     let t = thresholds(&[]).unwrap();
-    let c = compare(&summary(1000.0, 0), &summary(500.0, 0), &t);
+    let c = compare(&five(1000.0), &five(500.0), &t);
     assert_eq!(c.regressions, 1);
     let md = markdown(&c);
     assert!(md.contains("etcd · hot-key ops_per_sec"), "{md}");
@@ -47,7 +53,7 @@ fn same_twice_is_unchanged_and_noise_is_tolerated() {
     assert_eq!(compare(&summary(1000.0, 0), &summary(1000.0, 0), &t).regressions, 0);
     assert_eq!(compare(&summary(1000.0, 0), &summary(900.0, 0), &t).regressions, 0, "10% is noise");
     let strict = thresholds(&["ops_per_sec=5".into()]).unwrap();
-    assert_eq!(compare(&summary(1000.0, 0), &summary(900.0, 0), &strict).regressions, 1);
+    assert_eq!(compare(&five(1000.0), &five(900.0), &strict).regressions, 1);
 }
 
 #[test]
@@ -88,12 +94,12 @@ fn repeats_decide_from_the_spread() {
 #[test]
 fn microsecond_latencies_are_not_regressions() {
     let t = thresholds(&[]).unwrap();
-    let mut a = summary(1000.0, 0);
-    let mut b = summary(1000.0, 0);
-    a.backends[0].workloads[0].acquire_latency_us.p50 = 1;
-    b.backends[0].workloads[0].acquire_latency_us.p50 = 2;
+    let (mut a, mut b) = (five(1000.0), five(1000.0));
+    let p50 = |s: &mut Summary, v: u64| s.backends[0].workloads.iter_mut().for_each(|w| w.acquire_latency_us.p50 = v);
+    p50(&mut a, 1);
+    p50(&mut b, 2);
     assert_eq!(compare(&a, &b, &t).regressions, 0);
-    b.backends[0].workloads[0].acquire_latency_us.p50 = 2000;
+    p50(&mut b, 2000);
     assert_eq!(compare(&a, &b, &t).regressions, 1, "2 ms is well past the floor");
 }
 
@@ -274,7 +280,7 @@ fn safety_compares_per_run_rates() {
 #[test]
 fn the_terminal_gets_an_aligned_table_and_markdown_stays_for_the_comment() {
     let t = thresholds(&[]).unwrap();
-    let c = compare(&summary(1000.0, 0), &summary(500.0, 0), &t);
+    let c = compare(&five(1000.0), &five(500.0), &t);
     let text = text(&c);
     for markup in ["<details", "<summary", "**", "|---", "| "] {
         assert!(!text.contains(markup), "{markup} on the terminal:\n{text}");
@@ -294,4 +300,112 @@ fn the_terminal_gets_an_aligned_table_and_markdown_stays_for_the_comment() {
     }
     let md = markdown(&c);
     assert!(md.starts_with("## dlbench compare") && md.contains("| backend · workload |") && md.contains("**1 regression**"), "{md}");
+}
+
+/// Issue 49: one run a side confirms nothing. Every figure past its threshold (throughput
+/// halved, every latency ten times) is "changed beyond the threshold, not confirmed": no
+/// regression (exit 1 is for what the rule confirmed), unconfirmed changes (exit 3).
+#[test]
+fn one_run_a_side_past_every_threshold_is_not_confirmed() {
+    let t = thresholds(&[]).unwrap();
+    let mut slow = summary(500.0, 0);
+    for w in &mut slow.backends[0].workloads {
+        for h in [&mut w.acquire_latency_us, &mut w.handoff_latency_us] {
+            h.p50 *= 10;
+        }
+        w.errors = 100;
+    }
+    let c = compare(&summary(1000.0, 0), &slow, &t);
+    let past: Vec<&Row> = c.rows.iter().filter(|r| r.verdict == Change::Regressed).collect();
+    assert!(past.len() >= 3, "throughput, p50, hand-off and errors crossed: {}", markdown(&c));
+    assert!(past.iter().all(|r| r.unconfirmed), "{}", markdown(&c));
+    assert_eq!((c.regressions, c.unconfirmed), (0, past.len()));
+    let text = text(&c);
+    assert!(text.contains(&format!("{} changes beyond the threshold, not confirmed", past.len())), "{text}");
+    assert!(!text.contains("regression:") && !text.contains("regressions:"), "{text}");
+    // The number, once: 4 tests here need 5 runs a side.
+    assert_eq!(c.runs_needed, 5);
+    assert_eq!(text.matches("at least 5 runs per side").count(), 1, "{text}");
+    // Five runs a side of the same change: now a regression the rule confirmed.
+    let mut slow5 = five(500.0);
+    slow5.backends[0].workloads.iter_mut().for_each(|w| w.acquire_latency_us.p50 *= 10);
+    let c = compare(&five(1000.0), &slow5, &t);
+    assert_eq!((c.regressions, c.unconfirmed), (2, 0), "{}", markdown(&c));
+}
+
+fn with_verdict(mut s: Summary, headlines: &[&str]) -> Summary {
+    for (w, h) in s.backends[0].workloads.iter_mut().zip(headlines) {
+        let mut v: crate::judgement::Verdict = serde_json::from_value(serde_json::json!({
+            "safety": "safe", "fencing": "not exercised", "class_claimed": "CP", "contradiction": false,
+            "faults_applied": [], "faults_skipped": [], "valid": "valid", "headline": h, "summary": h
+        }))
+        .unwrap();
+        if h.contains(crate::judgement::NOT_RECOVERED) || h.contains(crate::judgement::FAILED_ACQUIRE) {
+            v.valid = crate::checker::Validity::Invalid;
+        }
+        if h.contains(crate::judgement::FAILED_ACQUIRE) {
+            v.findings = vec!["acquire 12 failed while no one held the key".into()];
+        }
+        v.grant_ratio = Some(if h.contains(crate::judgement::NOT_RECOVERED) { 0.2 } else { 0.9 });
+        w.verdict = Some(v);
+    }
+    s
+}
+
+/// Issue 49: the verdict row compares the whole verdict as counts over repeats. "safe"
+/// against "safe; NOT RECOVERED" once compared equal (the safety word alone); and
+/// availability is the verdicts' grant ratio, not the share of fault seconds with a grant.
+#[test]
+fn the_whole_verdict_is_compared_as_evidence() {
+    let t = thresholds(&[]).unwrap();
+    let ok = ["safe"; 5];
+    let bad = ["safe; NOT RECOVERED; failed acquire took effect"; 5];
+    let c = compare(&with_verdict(five(1000.0), &ok), &with_verdict(five(1000.0), &bad), &t);
+    let row = c.rows.iter().find(|r| r.metric == "verdict").expect("a verdict row");
+    assert_eq!(row.verdict, Change::Regressed, "{}", markdown(&c));
+    assert!(row.note.contains("NOT RECOVERED x5") && row.note.contains("failed acquire took effect x5"), "{}", row.note);
+    assert_eq!((row.base, row.new), (Some(0.0), Some(2.0)));
+    let avail = c.rows.iter().find(|r| r.metric == "availability_pct").expect("availability from the verdicts");
+    assert_eq!((avail.base, avail.new, avail.verdict), (Some(90.0), Some(20.0), Change::Regressed), "{}", markdown(&c));
+    // One run a side: the same change is not confirmed.
+    let c = compare(&with_verdict(summary(1000.0, 0), &ok), &with_verdict(summary(1000.0, 0), &bad), &t);
+    let row = c.rows.iter().find(|r| r.metric == "verdict").unwrap();
+    assert!(row.unconfirmed && c.regressions == 0, "{}", markdown(&c));
+    // Same verdicts on both sides: a row (something failed) but unchanged.
+    let c = compare(&with_verdict(five(1000.0), &bad), &with_verdict(five(1000.0), &bad), &t);
+    assert_eq!(c.regressions, 0, "{}", markdown(&c));
+}
+
+/// Issue 49: a plan setting the summary records nowhere else (the history kept or not)
+/// differs: the runs are refused, with the setting named.
+#[test]
+fn history_on_against_off_is_refused_by_name() {
+    let (mut on, mut off) = (summary(1000.0, 0), summary(1000.0, 0));
+    on.plan_settings.insert("history".into(), "on".into());
+    off.plan_settings.insert("history".into(), "off".into());
+    assert_eq!(mismatches(&on, &off), vec!["history (on vs off)".to_string()]);
+    let e = compare_checked(&on, &off, &thresholds(&[]).unwrap(), false).unwrap_err().to_string();
+    assert!(e.contains("history (on vs off)"), "{e}");
+    // A setting one side does not record is a note, not a refusal.
+    let old = summary(1000.0, 0);
+    assert!(mismatches(&on, &old).is_empty());
+    assert!(notes(&on, &old).join(" ").contains("history mode"), "{:?}", notes(&on, &old));
+}
+
+/// Issue 49: `--gate` names the rows that can fail; the others are reported ("not gated")
+/// and neither fail nor join Holm's family, so fewer gated rows need fewer runs a side.
+#[test]
+fn only_gated_rows_fail_and_count_in_the_family() {
+    let t = thresholds(&[]).unwrap();
+    let mut slow = five(1000.0);
+    slow.backends[0].workloads.iter_mut().for_each(|w| w.acquire_latency_us.p50 *= 10);
+    let gate = Gate::parse("ops_per_sec").unwrap();
+    let c = compare_with(&five(1000.0), &slow, &t, &gate);
+    let p50 = c.rows.iter().find(|r| r.metric == "acquire_p50_us").unwrap();
+    assert!(!p50.gated && p50.verdict == Change::Regressed && p50.p_value.is_some(), "{}", markdown(&c));
+    assert_eq!((c.regressions, c.family, c.runs_needed), (0, 1, 4), "{}", markdown(&c));
+    assert!(text(&c).contains("not gated"), "{}", text(&c));
+    let c = compare_with(&five(1000.0), &slow, &t, &Gate::All);
+    assert_eq!((c.regressions, c.family, c.runs_needed), (1, 4, 5), "{}", markdown(&c));
+    assert!(Gate::parse("speed").unwrap_err().to_string().contains("ops_per_sec"));
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::markdown::{human, lead, phase_cells, thresholds_line};
+use super::markdown::{human, lead, phase_cells, thresholds_line, word};
 use super::{Comparison, Row};
 use crate::judgement::Change;
 
@@ -43,7 +43,7 @@ pub fn text(c: &Comparison) -> String {
             } else {
                 r.note.clone()
             };
-            [phase, clients, r.metric.clone(), human(&r.metric, r.base), human(&r.metric, r.new), change, r.verdict.word(r.safety).to_string(), note]
+            [phase, clients, r.metric.clone(), human(&r.metric, r.base), human(&r.metric, r.new), change, word(r).to_string(), note]
         })
         .collect();
     if !cells.is_empty() {

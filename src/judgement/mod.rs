@@ -133,6 +133,13 @@ impl Change {
 /// `compare`'s conclusions: a clean bill only when a regression could have been seen.
 pub const NO_REGRESSION: &str = "No regression";
 pub const NOTHING_DETECTABLE: &str = "No regression could have been detected";
+/// A row past its threshold that no test could confirm (fewer runs a side than the test
+/// needs): not a regression, and not nothing either (exit 3).
+pub const NOT_CONFIRMED: &str = "changed beyond the threshold, not confirmed";
+/// "1 change beyond its threshold, not confirmed", "2 changes ...".
+pub fn unconfirmed(n: usize) -> String {
+    format!("{n} change{} beyond the threshold, not confirmed", if n == 1 { "" } else { "s" })
+}
 /// The count of regressions in words: "1 regression", "2 regressions".
 pub fn regressions(n: usize) -> String {
     if n == 1 { "1 regression".into() } else { format!("{n} regressions") }

@@ -8,6 +8,7 @@
 //! - here: the run's steps, in the order they happen.
 
 mod plan;
+mod settings;
 mod target;
 
 use std::future::Future;
@@ -37,6 +38,7 @@ use crate::cluster::local::bins;
 use crate::workload::Workload;
 
 pub use plan::{HistoryMode, RunPlan, TargetChoice};
+pub use settings::{Use, PHASE_FIELDS, PLAN_FIELDS};
 use target::{bring_up, reachable, Running};
 
 /// A run that ended (complete, or cut short after its directory existed): its summary, with
@@ -222,6 +224,7 @@ fn begin(plan: &RunPlan) -> anyhow::Result<(RunDir, Summary)> {
     summary.nemesis_interval_s = (!plan.nemesis.is_empty()).then(|| plan.nemesis_interval.as_secs_f64());
     summary.resource_server = plan.resource.as_ref().map(|r| r.shown());
     summary.command = plan.command.clone();
+    summary.plan_settings = plan.settings();
     dir.write_json("summary.json", &summary)?;
     eprintln!("dlbench: run {} -> {}", dir.id, dir.path.display());
     if let Some(seed) = plan.phases.first().and_then(|w| w.seed) {

@@ -351,6 +351,12 @@ pub struct Summary {
     /// target, runs written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_costs: Option<medium::TargetCosts>,
+    /// The plan's settings that change what is measured and are recorded nowhere else in the
+    /// summary (history kept or not, request timeout, shard, each phase's retry interval, ops
+    /// limit, zipf exponent), by name: `compare` refuses runs where one differs. Absent in
+    /// summaries written before they were recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plan_settings: BTreeMap<String, String>,
 }
 
 impl Summary {
@@ -380,6 +386,7 @@ impl Summary {
             shards: Vec::new(),
             resource_server: None,
             target_costs: None,
+            plan_settings: BTreeMap::new(),
         }
     }
 

@@ -1,8 +1,10 @@
 //! `dlbench trend DIR...`: each compared metric across a series of result sets given in order
 //! (one per commit, say), its spread at every point, and the points where `compare` flags a
 //! change. The flags are `compare`'s own: every consecutive pair goes through
-//! [`crate::compare::compare_checked`] with the same thresholds, so a point is flagged here
-//! exactly when `dlbench compare PREVIOUS THIS` would have flagged it. Nothing is re-judged.
+//! [`crate::compare::compare_gated`] with the same thresholds and gate, so a point is flagged
+//! here exactly when `dlbench compare PREVIOUS THIS` would have decided on it (a change it
+//! confirmed on a gated row; not one past its threshold it could not confirm). Nothing is
+//! re-judged.
 //!
 //! Each DIR is read as a side of `compare` is: a result set, or a directory of result sets
 //! whose runs are pooled as repeats. `html` draws the page, `text` the terminal summary;
@@ -133,7 +135,7 @@ impl Series {
 
 /// Read every DIR (as `compare` reads a side) and build the trend; consecutive pairs are
 /// compared with thresholds `t` (`allow_mismatch` as for `compare`).
-pub fn trend(dirs: &[PathBuf], t: &BTreeMap<String, f64>, allow_mismatch: bool) -> anyhow::Result<Trend> {
+pub fn trend(dirs: &[PathBuf], t: &BTreeMap<String, f64>, gate: &crate::compare::Gate, allow_mismatch: bool) -> anyhow::Result<Trend> {
     anyhow::ensure!(dirs.len() >= 2, "trend needs at least two result sets, in order (got {})", dirs.len());
     let sets = dirs.iter().map(|d| crate::compare::load_side(d)).collect::<anyhow::Result<Vec<_>>>()?;
     let points = dirs
@@ -141,7 +143,7 @@ pub fn trend(dirs: &[PathBuf], t: &BTreeMap<String, f64>, allow_mismatch: bool) 
         .zip(&sets)
         .map(|(d, s)| Point { dir: d.display().to_string(), run_id: s.run_id.clone(), commit: s.dlbench_commit.clone(), complete: s.complete })
         .collect();
-    let steps = sets.windows(2).enumerate().map(|(i, w)| step(i, crate::compare::compare_checked(&w[0], &w[1], t, allow_mismatch))).collect();
+    let steps = sets.windows(2).enumerate().map(|(i, w)| step(i, crate::compare::compare_gated(&w[0], &w[1], t, gate, allow_mismatch))).collect();
     Ok(Trend { points, steps, series: series(&sets) })
 }
 
@@ -155,7 +157,8 @@ fn step(i: usize, c: anyhow::Result<Comparison>) -> Step {
     let flags: Vec<Flag> = c
         .rows
         .iter()
-        .filter(|r| r.verdict != Change::Unchanged)
+        // What compare decides on: a gated row's confirmed change (not one it could not confirm).
+        .filter(|r| r.verdict != Change::Unchanged && r.gated && !r.unconfirmed)
         .map(|r| Flag {
             backend: r.backend.clone(),
             workload: r.workload.clone(),

@@ -20,6 +20,7 @@ mod calibrate;
 mod check_memory;
 mod checker;
 mod cli;
+mod compare_rule;
 mod compose;
 mod connections;
 mod driver;
