@@ -155,7 +155,7 @@ pub async fn clock_moved(addr: &str, password: Option<&str>, within: Duration) -
     let mut seen = None;
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(60)).await;
-        let reply = crate::cluster::local::redis_command(addr, "TIME", password, within).await.ok()?;
+        let reply = redis::redis_command(addr, "TIME", password, within).await.ok()?;
         let secs: i64 = reply.lines().map(str::trim).find(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs() as i64;
         let moved = secs - now;
@@ -171,6 +171,6 @@ pub async fn clock_moved(addr: &str, password: Option<&str>, within: Duration) -
 /// `INFO replication` says `role:master`.
 pub async fn promoted(addr: &str, password: Option<&str>, within: Duration) -> Option<crate::faultlog::Effect> {
     use crate::faultlog::Effect;
-    let info = crate::cluster::local::redis_command(addr, "INFO replication", password, within).await.ok()?;
+    let info = redis::redis_command(addr, "INFO replication", password, within).await.ok()?;
     Some(if info.lines().any(|l| l.trim() == "role:master") { Effect::confirmed("role:master") } else { Effect::none("NOT promoted: still a replica") })
 }

@@ -21,6 +21,7 @@ pub mod ports;
 pub mod power;
 pub mod process;
 pub(crate) mod redis;
+pub use redis::redis_command;
 pub mod runtime;
 pub(crate) mod zookeeper;
 
@@ -525,15 +526,6 @@ impl Drop for LocalTarget {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Send one command to a Redis server (admin actions of the nemesis).
-pub async fn redis_command(ep: &str, cmd: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
-    let reply = redis::command_auth(ep, cmd, password, within).await?;
-    if reply.starts_with('-') {
-        return Err(format!("{ep}: {cmd}: {}", reply.trim()));
-    }
-    Ok(reply)
 }
 
 async fn wait_healthy(kind: BackendKind, nodes: &[Arc<Node>], password: Option<&str>, within: Duration) -> Result<(), TargetError> {

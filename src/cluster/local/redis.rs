@@ -148,3 +148,12 @@ pub async fn config_get(ep: &str, name: &str, password: Option<&str>, within: Du
     // *2 $len name $len value: the value is the fifth line.
     r.split("\r\n").nth(4).map(str::to_string).ok_or_else(|| format!("{ep}: CONFIG GET {name}: no value in {:?}", r.trim()))
 }
+
+/// Send one command to a Redis server (admin actions of the nemesis).
+pub async fn redis_command(ep: &str, cmd: &str, password: Option<&str>, within: Duration) -> Result<String, String> {
+    let reply = command_auth(ep, cmd, password, within).await?;
+    if reply.starts_with('-') {
+        return Err(format!("{ep}: {cmd}: {}", reply.trim()));
+    }
+    Ok(reply)
+}
