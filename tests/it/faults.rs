@@ -100,7 +100,10 @@ fn nemesis_run_reports_claimed_and_observed_classes() {
             // Each fault with its room after the heal (etcd: the 2 s TTL and 3 s to elect):
             // the shortest phase that holds both is 16 s.
             "run", "--backends", "etcd", "--workload", "hot-key", "--duration", "16s", "--warmup", "0s", "--nemesis",
-            "kill,pause", "--nemesis-interval", "4s", "--ttl", "2s", "--out",
+            // Holders held 200 ms, so that each fault finds them inside: a class needs strong
+            // evidence in every window (at 25 ms a pause found them inside 1.1% of it on a
+            // loaded host: "not established", rightly).
+            "kill,pause", "--nemesis-interval", "4s", "--ttl", "2s", "--hold", "200ms", "--out",
         ])
         .arg(&dir)
         .stderr(Stdio::inherit())
