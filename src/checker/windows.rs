@@ -145,6 +145,18 @@ pub struct WindowFigures {
     /// The same from the heal to the span's end.
     #[serde(default)]
     pub asked_after: f64,
+    /// The fault's time after its last grant (bucket precision), where grants came during it
+    /// and then stopped: a leader paused stops granting a moment after it starts, its holders
+    /// leave, and the rest of the fault is covered by the clients it kept waiting.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub silent_tail_ms: u64,
+    /// Share of that tail some client was asking for the lock (as `asked_fault`).
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub asked_tail: f64,
+    /// Share of the fault covered: holders inside before its last grant, clients asking and
+    /// refused after it. None where no grant came during it (`asked_fault` speaks then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered_fault: Option<f64>,
     /// What happened after the heal.
     pub recovery: Recovery,
 }
@@ -251,6 +263,14 @@ impl Line {
             s += v[k].into() * part;
         }
         s
+    }
+
+    /// The end of the last bucket in `[a, b)` that holds a grant (cut to `b`).
+    fn last_grant_end(&self, a: u64, b: u64) -> Option<u64> {
+        if b <= a {
+            return None;
+        }
+        (self.at(a)..=self.at(b - 1)).rev().find(|&k| self.grants[k] > 0).map(|k| ((k as u64 + 1) * self.width).min(b).max(a))
     }
 
     /// Time on a time line (inside, asking) within `[a, b)`, buckets cut pro rata.
@@ -394,6 +414,8 @@ impl Windows {
         for (i, w) in self.windows.iter().enumerate() {
             let heal = w.heal.unwrap_or(end).max(w.start);
             let se = span_end(w).max(heal);
+            // Where grants came during the fault and then stopped: the tail after the last.
+            let tail = self.line.last_grant_end(w.start, heal).filter(|&g| g < heal).map(|g| (g, asked(g, heal)));
             let next = w.heal.and_then(|h| acted.iter().map(|&j| self.windows[j].start).filter(|&s| s >= h && s > w.start).min());
             figures.push(WindowFigures {
                 fault: w.fault.clone(),
@@ -417,6 +439,12 @@ impl Windows {
                 exposure_after: exposure(heal, se),
                 asked_fault: asked(w.start, heal),
                 asked_after: asked(heal, se),
+                silent_tail_ms: tail.map_or(0, |(g, _)| (heal - g) / MS),
+                asked_tail: tail.map_or(0.0, |(_, a)| a),
+                covered_fault: tail.map(|(g, a)| {
+                    let inside = self.line.sum_time(&self.line.inside, w.start, g) / nkeys;
+                    ((inside + a * (heal - g) as f64) / (heal - w.start) as f64).min(1.0)
+                }),
                 recovery: recovery(w.heal, self.first_after_heal[i], next, end, room, self.ctx.interrupted),
             });
         }
@@ -577,3 +605,11 @@ pub fn union(mut w: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 
 #[cfg(test)]
 mod tests;
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
+}

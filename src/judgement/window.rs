@@ -157,7 +157,21 @@ fn strength(w: &WindowFigures) -> (Strength, String) {
         (w.asked_fault >= WEAK_EXPOSURE, format!("granted nothing during it while clients asked {} of the time", percent(w.asked_fault)))
     } else {
         let e = w.exposure_fault.unwrap_or(0.0);
-        (e >= WEAK_EXPOSURE, format!("holders inside {} of the fault", percent(e)))
+        match w.covered_fault.filter(|&c| c > e) {
+            // Grants stopped part-way (a paused leader): the clients it then kept waiting
+            // cover the rest, as they cover a fault that granted nothing at all.
+            Some(c) => (
+                c >= WEAK_EXPOSURE,
+                format!(
+                    "holders inside {} of the fault; granted nothing in its last {} ms while clients asked {} of them ({} covered)",
+                    percent(e),
+                    w.silent_tail_ms,
+                    percent(w.asked_tail),
+                    percent(c)
+                ),
+            ),
+            None => (e >= WEAK_EXPOSURE, format!("holders inside {} of the fault", percent(e))),
+        }
     };
     let granted_after = w.first_grant_after_heal_ms.is_some_and(|g| g < w.span_end_ms);
     let after = match (w.exposure_after, granted_after) {

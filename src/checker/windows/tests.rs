@@ -203,3 +203,32 @@ fn only_server_faults_outside_choreography_count() {
     h.every(0, 2000, 100).fault("kill", 500, 800, Effect::unchecked("cannot tell")).fault("pause", 1000, 1200, Effect::none("NOT stopped"));
     assert_eq!(h.seen().0.counted().count(), 0);
 }
+
+/// A paused leader: grants in the fault's first 200 ms, then none while a client waits. The
+/// tail after the last grant is measured and the clients asking in it cover the fault; where
+/// grants run to the heal the tail is under one step, and a tail nobody asked in covers nothing.
+#[test]
+fn grants_that_stop_part_way_leave_a_tail_the_waiting_clients_cover() {
+    let mut h = H::new();
+    h.every(0, 3200, 100).fault("pause", 3000, 5000, killed()).every(5500, 12000, 100);
+    for t in (3200..5000).step_by(200) {
+        h.refused_at(9, t);
+    }
+    let w = &h.seen().0.windows[0];
+    assert_eq!(w.grants_in_fault, 2, "{w:?}");
+    assert!((1880..=1900).contains(&w.silent_tail_ms), "the last grant at 3100 ms: {w:?}");
+    assert!(w.asked_tail > 0.99, "{w:?}");
+    assert!(w.covered_fault.is_some_and(|c| c > 0.85 && c > w.exposure_fault.unwrap()), "{w:?}");
+    // The same tail with nobody asking in it: covered only by the holders' 100 ms.
+    let mut h = H::new();
+    h.every(0, 3200, 100).fault("pause", 3000, 5000, killed()).every(5500, 12000, 100);
+    let w = &h.seen().0.windows[0];
+    assert_eq!(w.asked_tail, 0.0, "{w:?}");
+    assert!(w.covered_fault.is_some_and(|c| c < 0.1), "{w:?}");
+    // Grants all through the fault: the tail is under one step, the cover the holders'.
+    let mut h = H::new();
+    h.every(0, 12000, 100).fault("pause", 3000, 5000, killed());
+    let w = &h.seen().0.windows[0];
+    assert!(w.silent_tail_ms < 100, "{w:?}");
+    assert!(w.covered_fault.is_some_and(|c| (c - w.exposure_fault.unwrap()).abs() < 0.06), "{w:?}");
+}

@@ -26,6 +26,9 @@ fn figures() -> WindowFigures {
         exposure_after: Some(0.7),
         asked_fault: 1.0,
         asked_after: 0.4,
+        silent_tail_ms: 0,
+        asked_tail: 0.0,
+        covered_fault: None,
         recovery: Recovery::Recovered { ms: 400 },
     }
 }
@@ -57,6 +60,14 @@ fn refusing_during_the_fault_is_strong_evidence() {
     let thin = WindowFigures { grants_in_fault: 40, exposure_fault: Some(0.08), ..figures() };
     let w = &judge(&seen(vec![thin]), false).windows[0];
     assert_eq!((w.safety, w.strength), (SafetyWord::NoViolationSeen, Strength::Weak));
+    // Grants in the fault's first moments, then none while clients waited (a paused leader):
+    // the waiting clients cover the rest, strong; the same tail barely asked stays weak.
+    let stopped = WindowFigures { grants_in_fault: 3, exposure_fault: Some(0.1), silent_tail_ms: 1800, asked_tail: 1.0, covered_fault: Some(0.99), ..figures() };
+    let w = &judge(&seen(vec![stopped.clone()]), false).windows[0];
+    assert_eq!((w.safety, w.strength), (SafetyWord::Safe, Strength::Strong), "{}", w.evidence);
+    assert!(w.evidence.contains("granted nothing in its last 1800 ms while clients asked 100.0% of them"), "{}", w.evidence);
+    let unasked_tail = WindowFigures { asked_tail: 0.05, covered_fault: Some(0.145), ..stopped };
+    assert_eq!(judge(&seen(vec![unasked_tail]), false).windows[0].strength, Strength::Weak);
     // Granting nothing while barely asked: weak.
     let unasked = WindowFigures { asked_fault: 0.05, ..figures() };
     assert_eq!(judge(&seen(vec![unasked]), false).windows[0].strength, Strength::Weak);
