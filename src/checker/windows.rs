@@ -157,6 +157,11 @@ pub struct WindowFigures {
     /// refused after it. None where no grant came during it (`asked_fault` speaks then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub covered_fault: Option<f64>,
+    /// Share from the heal to the span's end covered: clients asking and refused before the
+    /// first grant after the heal, holders inside from it on. None where that grant came at
+    /// once or after the span (`exposure_after` / `asked_after` speak then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered_after: Option<f64>,
     /// What happened after the heal.
     pub recovery: Recovery,
 }
@@ -444,6 +449,10 @@ impl Windows {
                 covered_fault: tail.map(|(g, a)| {
                     let inside = self.line.sum_time(&self.line.inside, w.start, g) / nkeys;
                     ((inside + a * (heal - g) as f64) / (heal - w.start) as f64).min(1.0)
+                }),
+                covered_after: self.first_after_heal[i].filter(|&g| g > heal && g < se).map(|g| {
+                    let inside = self.line.sum_time(&self.line.inside, g, se) / nkeys;
+                    ((asked(heal, g) * (g - heal) as f64 + inside) / (se - heal) as f64).min(1.0)
                 }),
                 recovery: recovery(w.heal, self.first_after_heal[i], next, end, room, self.ctx.interrupted),
             });

@@ -177,7 +177,20 @@ fn strength(w: &WindowFigures) -> (Strength, String) {
     let after = match (w.exposure_after, granted_after) {
         (None, _) => (true, None),
         (Some(_), false) => (w.asked_after >= WEAK_EXPOSURE, Some(format!("granted nothing after the heal within the TTL while clients asked {} of it", percent(w.asked_after)))),
-        (Some(e), true) => (e >= WEAK_EXPOSURE, Some(format!("holders inside {} from the heal to the TTL's end", percent(e)))),
+        (Some(e), true) => match w.covered_after.filter(|&c| c > e) {
+            // The first grant came a while after the heal: the clients kept waiting till
+            // then cover that part, as they cover a heal followed by no grant at all.
+            Some(c) => (
+                c >= WEAK_EXPOSURE,
+                Some(format!(
+                    "holders inside {} from the heal to the TTL's end; granted nothing in its first {} ms while clients asked ({} covered)",
+                    percent(e),
+                    w.first_grant_after_heal_ms.zip(w.heal_ms).map_or(0, |(g, h)| g.saturating_sub(h)),
+                    percent(c)
+                )),
+            ),
+            None => (e >= WEAK_EXPOSURE, Some(format!("holders inside {} from the heal to the TTL's end", percent(e)))),
+        },
     };
     let words = match after.1 {
         Some(a) => format!("{}; {a}", during.1),

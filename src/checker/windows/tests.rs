@@ -232,3 +232,32 @@ fn grants_that_stop_part_way_leave_a_tail_the_waiting_clients_cover() {
     assert!(w.silent_tail_ms < 100, "{w:?}");
     assert!(w.covered_fault.is_some_and(|c| (c - w.exposure_fault.unwrap()).abs() < 0.06), "{w:?}");
 }
+
+/// The first grant after the heal late in the TTL's span, a client asking till then: the wait
+/// and the holders after it cover the span; a grant past the span or at the heal covers
+/// nothing more than the holders do.
+#[test]
+fn a_late_first_grant_after_the_heal_is_covered_by_the_clients_waiting_for_it() {
+    let mut h = H::new();
+    h.every(0, 3000, 100).fault("kill", 3000, 5000, killed()).every(6500, 12000, 100);
+    for t in (3000..6500).step_by(200) {
+        h.refused_at(9, t);
+    }
+    let w = &h.seen().0.windows[0];
+    assert_eq!(w.first_grant_after_heal_ms, Some(6500), "{w:?}");
+    assert!(w.exposure_after.is_none_or(|e| e < 0.01), "the TTL's span ends at 6000: {w:?}");
+    // The span after the heal is [5000, 6000): the first grant after it covers nothing.
+    assert_eq!(w.covered_after, None, "{w:?}");
+    let mut h = H::new();
+    h.every(0, 3000, 100).fault("kill", 3000, 5000, killed()).every(5500, 12000, 100);
+    for t in (3000..5500).step_by(200) {
+        h.refused_at(9, t);
+    }
+    let w = &h.seen().0.windows[0];
+    assert!(w.covered_after.is_some_and(|c| c > 0.7 && c > w.exposure_after.unwrap()), "{w:?}");
+    // A grant at the heal: nothing to cover before it, the holders speak alone.
+    let mut h = H::new();
+    h.every(0, 3000, 100).fault("kill", 3000, 5000, killed()).every(5000, 12000, 100);
+    let w = &h.seen().0.windows[0];
+    assert_eq!(w.covered_after, None, "{w:?}");
+}

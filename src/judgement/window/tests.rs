@@ -29,6 +29,7 @@ fn figures() -> WindowFigures {
         silent_tail_ms: 0,
         asked_tail: 0.0,
         covered_fault: None,
+        covered_after: None,
         recovery: Recovery::Recovered { ms: 400 },
     }
 }
@@ -68,6 +69,14 @@ fn refusing_during_the_fault_is_strong_evidence() {
     assert!(w.evidence.contains("granted nothing in its last 1800 ms while clients asked 100.0% of them"), "{}", w.evidence);
     let unasked_tail = WindowFigures { asked_tail: 0.05, covered_fault: Some(0.145), ..stopped };
     assert_eq!(judge(&seen(vec![unasked_tail]), false).windows[0].strength, Strength::Weak);
+    // The first grant 1.8 s into a 2 s span after the heal, clients waiting till then: the
+    // wait covers that part (strong); without it, 10% holders inside is weak.
+    let late = WindowFigures { exposure_after: Some(0.1), first_grant_after_heal_ms: Some(6800), heal_ms: Some(5000), ..figures() };
+    assert_eq!(judge(&seen(vec![late.clone()]), false).windows[0].strength, Strength::Weak);
+    let waited = WindowFigures { covered_after: Some(0.95), ..late };
+    let w = &judge(&seen(vec![waited]), false).windows[0];
+    assert_eq!(w.strength, Strength::Strong, "{}", w.evidence);
+    assert!(w.evidence.contains("granted nothing in its first 1800 ms while clients asked (95.0% covered)"), "{}", w.evidence);
     // Granting nothing while barely asked: weak.
     let unasked = WindowFigures { asked_fault: 0.05, ..figures() };
     assert_eq!(judge(&seen(vec![unasked]), false).windows[0].strength, Strength::Weak);
