@@ -1,11 +1,11 @@
 #!/bin/sh
-# Make results/baseline/: the README's main run with a fixed seed, on this machine kind
+# Make results/baseline/: the README's speed workloads (--preset speed) with a fixed seed, on this machine kind
 # (2 cores, Debian bookworm). Keeps what `dlbench compare` and a reader need (summary,
 # checks, plots, report), not the history (tens of MB).
 set -eu
 cd "$(dirname "$0")/.."
 runs=target/baseline-runs
-cargo run --release -- run --seed 1 --out "$runs"
+cargo run --release -- run --preset speed --seed 1 --out "$runs"
 rm -rf results/baseline
 mkdir -p results/baseline
 for f in summary.json summary.md plan.json checks.json resources.jsonl; do

@@ -36,16 +36,20 @@ fn times(d: Duration, f: f64, floor: Duration) -> Duration {
 pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
     let Some(f) = factor()? else { return Ok(()) };
     plan.nemesis_interval = times(plan.nemesis_interval, f, Duration::from_secs(2));
+    let nemesis = !plan.nemesis.is_empty();
     for w in &mut plan.phases {
         w.duration = times(w.duration, f, Duration::from_millis(500));
         w.warmup = w.warmup.mul_f64(f);
-        if !plan.nemesis.is_empty() {
+        if nemesis && !w.no_faults {
             // Still long enough for every fault asked for, as validation required as written.
             w.duration = w.duration.max(plan.nemesis_interval * 2);
         }
     }
     if !plan.nemesis.is_empty() {
         for i in 0..plan.phases.len() {
+            if !plan.faulted(&plan.phases[i]) {
+                continue;
+            }
             let need = plan.shortest_fault_phase(&plan.phases[i]);
             plan.phases[i].duration = plan.phases[i].duration.max(need);
         }

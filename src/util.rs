@@ -94,6 +94,9 @@ mod tests {
     }
 }
 
+/// The width every terminal table and the lines under it keep within.
+pub const WIDTH: usize = 100;
+
 /// `text` wrapped at spaces to lines of at most `width` characters: the first line indented
 /// by `first`, the rest by `rest` spaces; each line ends in a newline. A word longer than a
 /// line stands alone on its line.

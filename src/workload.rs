@@ -162,6 +162,10 @@ pub struct Workload {
     /// Seed for key choice and sampled durations; a run without one picks one and logs it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Run without faults even when the plan has a nemesis: the performance rounds of the
+    /// default plan (`--preset answer`), measured apart from its fault round.
+    #[serde(default)]
+    pub no_faults: bool,
 }
 
 impl Default for Workload {
@@ -182,6 +186,7 @@ impl Default for Workload {
             rate: None,
             retry_interval: Duration::from_millis(2),
             seed: None,
+            no_faults: false,
         }
     }
 }

@@ -92,9 +92,7 @@ impl Recovery {
     }
 }
 
-/// The most buckets a time line keeps (a 24-hour segment: 0.43 s each).
-pub const BUCKETS: u64 = 200_000;
-const MIN_WIDTH: u64 = 10 * MS;
+pub use line::BUCKETS;
 
 /// What one fault window showed. Times in milliseconds since the segment's start.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -214,82 +212,6 @@ impl WindowsSeen {
     /// script's.
     pub fn counted(&self) -> impl Iterator<Item = &WindowFigures> {
         self.windows.iter().filter(move |w| !self.choreographed && w.side == Side::Servers && w.effect.is_confirmed())
-    }
-}
-
-/// A time line in buckets.
-struct Line {
-    width: u64,
-    grants: Vec<u32>,
-    refused: Vec<u32>,
-    sections: Vec<u32>,
-    overlaps: Vec<u32>,
-    steps_back: Vec<u32>,
-    /// Nanoseconds some holder was inside, summed over keys.
-    inside: Vec<u64>,
-    /// Nanoseconds some client was waiting on an acquire (any key).
-    asking: Vec<u64>,
-    /// Acquires invoked.
-    attempts: Vec<u32>,
-}
-
-impl Line {
-    fn new(end_ns: u64) -> Line {
-        let width = (end_ns / BUCKETS + 1).max(MIN_WIDTH);
-        let n = (end_ns / width + 2) as usize;
-        Line { width, grants: vec![0; n], refused: vec![0; n], sections: vec![0; n], overlaps: vec![0; n], steps_back: vec![0; n], inside: vec![0; n], asking: vec![0; n], attempts: vec![0; n] }
-    }
-
-    fn at(&self, t: u64) -> usize {
-        ((t / self.width) as usize).min(self.grants.len() - 1)
-    }
-
-    /// Add `[a, b)` to a time line (inside, asking), bucket by bucket.
-    fn add_time(line: &mut [u64], width: u64, a: u64, b: u64) {
-        let mut t = a;
-        while t < b {
-            let i = ((t / width) as usize).min(line.len() - 1);
-            let edge = ((i as u64 + 1) * width).min(b).max(t + 1);
-            line[i] += edge - t;
-            t = edge;
-        }
-    }
-
-    /// The sum of `v` over `[a, b)`, buckets cut by the interval counted pro rata.
-    fn sum<T: Copy + Into<f64>>(&self, v: &[T], a: u64, b: u64) -> f64 {
-        if b <= a {
-            return 0.0;
-        }
-        let (i, j) = (self.at(a), self.at(b.saturating_sub(1)));
-        let mut s = 0.0;
-        for k in i..=j {
-            let (lo, hi) = (k as u64 * self.width, (k as u64 + 1) * self.width);
-            let part = (hi.min(b) - lo.max(a)) as f64 / self.width as f64;
-            s += v[k].into() * part;
-        }
-        s
-    }
-
-    /// The end of the last bucket in `[a, b)` that holds a grant (cut to `b`).
-    fn last_grant_end(&self, a: u64, b: u64) -> Option<u64> {
-        if b <= a {
-            return None;
-        }
-        (self.at(a)..=self.at(b - 1)).rev().find(|&k| self.grants[k] > 0).map(|k| ((k as u64 + 1) * self.width).min(b).max(a))
-    }
-
-    /// Time on a time line (inside, asking) within `[a, b)`, buckets cut pro rata.
-    fn sum_time(&self, line: &[u64], a: u64, b: u64) -> f64 {
-        if b <= a {
-            return 0.0;
-        }
-        let (i, j) = (self.at(a), self.at(b.saturating_sub(1)));
-        (i..=j)
-            .map(|k| {
-                let (lo, hi) = (k as u64 * self.width, (k as u64 + 1) * self.width);
-                line[k] as f64 * (hi.min(b) - lo.max(a)) as f64 / self.width as f64
-            })
-            .sum()
     }
 }
 
@@ -611,6 +533,9 @@ pub fn union(mut w: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     }
     out
 }
+
+mod line;
+use line::Line;
 
 #[cfg(test)]
 mod tests;

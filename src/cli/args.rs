@@ -402,9 +402,19 @@ pub(crate) struct RunArgs {
     /// this help from the parser's own lists by `command()`).
     #[arg(long, help_heading = "Faults")]
     pub(crate) nemesis: Option<String>,
-    /// Start a fault every this often; each lasts half of it.
-    #[arg(long, value_parser = duration, default_value = "10s", help_heading = "Faults")]
-    pub(crate) nemesis_interval: Duration,
+    /// What the run answers. `answer`: speed (hot-key, many-keys, no fault), then a fault
+    /// round per backend (its leader or one server killed, then paused, each in a window of
+    /// its own, holders inside 200 ms, TTL 2s) for safety, availability, recovery and the
+    /// class observed. `speed`: the workloads alone (with --nemesis: under those faults);
+    /// the CI gate and the baselines use it [default: answer when no Workload flag, --nemesis,
+    /// --shard or --durability list is given and the target is local or compose; speed
+    /// otherwise]
+    #[arg(long, value_enum, help_heading = "Faults")]
+    pub(crate) preset: Option<crate::run::Preset>,
+    /// Start a fault every this often; each lasts half of it [default: 10s; 4s in the
+    /// answer plan's fault round]
+    #[arg(long, value_parser = duration, help_heading = "Faults")]
+    pub(crate) nemesis_interval: Option<Duration>,
     /// The servers' durability on the local target: default (the settings it always ran
     /// with: Redis keeps nothing on disk, the databases and ZooKeeper their own defaults),
     /// strict (on disk before each acknowledgement) or relaxed (flushed about once a second).

@@ -10,6 +10,7 @@ mod help;
 mod output;
 
 mod plans;
+mod preset;
 #[cfg(test)]
 mod tests;
 

@@ -38,6 +38,11 @@ pub(super) fn run_finished(f: &Finished) -> i32 {
 fn run_code(f: &Finished) -> i32 {
     let summary = &f.summary;
     write_report(&f.dir);
+    if summary.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty()) {
+        // The answer first, then the tables it rests on, each under a heading.
+        println!("{}", crate::report::decision::terminal(&summary.decision()));
+        println!("Each phase\n");
+    }
     println!("{}", crate::report::text::table(summary));
     if summary.backends.iter().any(|b| b.properties.is_some()) {
         println!("{}", crate::report::text::properties_table(summary));
@@ -51,6 +56,7 @@ fn run_code(f: &Finished) -> i32 {
         println!("anomaly: {a}");
     }
     if summary.faults_applied() {
+        println!("{} (per workload)\n", crate::judgement::CLASS_HEADING);
         println!("{}", crate::report::text::ap_cp_table(summary));
     } else {
         // The same rule as summary.md and the page: faults skipped or shown to do nothing.

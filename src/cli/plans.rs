@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::args::{client_list, RunArgs, SoakArgs};
+use super::preset::{self, Preset};
 use crate::connect::Timeouts;
 use crate::kind::{self, BackendKind};
 use crate::run::{HistoryMode, RunPlan, TargetChoice};
@@ -38,7 +39,8 @@ pub(crate) fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         seed: a.seed,
         out: a.out,
         nemesis: Some(a.nemesis),
-        nemesis_interval: a.nemesis_interval,
+        nemesis_interval: Some(a.nemesis_interval),
+        preset: Some(Preset::Speed),
         fencing: FencingMode::Both,
         history: HistoryMode::Auto,
         target: a.target,
@@ -113,16 +115,26 @@ pub(crate) fn checked(plan: RunPlan, notices: Vec<String>) -> anyhow::Result<Run
 /// about it once it is known good.
 pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>)> {
     let backends = kind::parse_list(&a.backends).map_err(anyhow::Error::msg)?;
+    let target = plan_target(&a)?;
+    let preset = preset::choose(&a, &backends, &target)?;
     let mut phases = plan_phases(&a)?;
-    let nemesis = match &a.nemesis {
-        Some(s) => crate::nemesis::parse_schedule(s).map_err(anyhow::Error::msg)?,
-        None => Vec::new(),
+    let (nemesis, interval) = match (&a.nemesis, preset) {
+        (_, Preset::Answer) => {
+            // The workloads measure speed alone; the fault round follows them.
+            for w in &mut phases {
+                w.no_faults = true;
+            }
+            phases.push(preset::round(phases.first().and_then(|w| w.seed)));
+            (preset::schedule(&backends), a.nemesis_interval.unwrap_or(preset::INTERVAL))
+        }
+        (Some(s), _) => (crate::nemesis::parse_schedule(s).map_err(anyhow::Error::msg)?, a.nemesis_interval.unwrap_or(DEFAULT_INTERVAL)),
+        (None, _) => (Vec::new(), a.nemesis_interval.unwrap_or(DEFAULT_INTERVAL)),
     };
     // A verdict under faults needs holders a second holder could collide with: a zero hold
     // (a yield, microseconds inside) would make "0 overlaps" say almost nothing.
     let mut notices = Vec::new();
     if !nemesis.is_empty() && a.hold.is_none() {
-        for w in phases.iter_mut().filter(|w| w.hold.max().is_zero()) {
+        for w in phases.iter_mut().filter(|w| w.hold.max().is_zero() && !w.no_faults) {
             notices.push(format!(
                 "dlbench: workload {} holds 0ms; under --nemesis it holds {} so that a second holder would be seen (--hold to choose)",
                 w.name,
@@ -131,7 +143,6 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
             w.hold = Dist::Fixed(crate::phase::FAULT_HOLD);
         }
     }
-    let target = plan_target(&a)?;
     let backends = compose_without_nats(backends, &a.backends, &target, &mut notices)?;
     let plan = RunPlan {
         backends,
@@ -142,7 +153,7 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         target,
         command: std::env::args().collect(),
         nemesis,
-        nemesis_interval: a.nemesis_interval,
+        nemesis_interval: interval,
         fencing: a.fencing,
         history: a.history,
         fail_on_violation: !a.no_fail_on_violation,
@@ -153,7 +164,33 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         properties: a.properties,
         durability: crate::durability::parse_levels(&a.durability).map_err(anyhow::Error::msg)?,
     };
+    let mut plan = plan;
+    if preset == Preset::Answer {
+        // The round as short as holds each fault with its room on the backend needing most.
+        let i = plan.phases.len() - 1;
+        plan.phases[i].duration = plan.shortest_fault_phase(&plan.phases[i]);
+        notices.push(answer_notice(&plan));
+    }
     Ok((plan, notices))
+}
+
+/// The nemesis interval when none is given outside the answer plan.
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What the answer plan will do, in one line, and the flag for speed alone.
+fn answer_notice(plan: &RunPlan) -> String {
+    let fmt = crate::util::fmt_duration;
+    let round = plan.phases.last().expect("the answer plan has its round");
+    let speed: Vec<&str> = plan.phases.iter().filter(|w| w.no_faults).map(|w| w.name.as_str()).collect();
+    format!(
+        "dlbench: plan answer (the default): {} for speed, then a {} round per backend ({}, one every {}, TTL {}, holders inside {}); --preset speed for speed alone",
+        speed.join(" and "),
+        fmt(round.duration),
+        plan.nemesis.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", "),
+        fmt(plan.nemesis_interval),
+        fmt(round.ttl),
+        round.hold
+    )
 }
 
 /// The workloads of the plan (one per client count of a sweep), with the flags applied,

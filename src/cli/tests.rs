@@ -211,3 +211,53 @@ fn durability_levels_are_planned_and_refused_where_dlbench_cannot_set_them() {
     assert!(e.contains("memory"), "{e}");
     assert!(plan(&["--durability", "fast"]).unwrap_err().to_string().contains("not a level"));
 }
+
+/// `dlbench run` alone plans the answer: the speed workloads without faults, then the fault
+/// round (the hot key, holders inside 200 ms, TTL 2s) under each backend's leader killed and
+/// paused, as long as the backend needing most room needs; any workload flag or --nemesis
+/// plans what was written; `--preset answer` is refused where it cannot run, in one line.
+#[test]
+fn the_default_plan_is_the_answer() {
+    use crate::cli::preset;
+    let plan = |args: &[&str]| {
+        let mut v = vec!["dlbench", "run"];
+        v.extend_from_slice(args);
+        match Cli::from_arg_matches(&command().try_get_matches_from(v).unwrap()).unwrap().command {
+            Command::Run(a) => build_run_plan(a).map(|p| p.0),
+            other => panic!("{other:?}"),
+        }
+    };
+    let p = plan(&[]).unwrap();
+    p.validate().unwrap();
+    let names: Vec<(&str, bool)> = p.phases.iter().map(|w| (w.name.as_str(), p.faulted(w))).collect();
+    assert_eq!(names, [("hot-key", false), ("many-keys", false), (preset::ROUND, true)]);
+    assert_eq!(p.nemesis.iter().map(|f| f.to_string()).collect::<Vec<_>>(), ["kill:leader", "pause:leader"]);
+    let round = &p.phases[2];
+    assert_eq!((round.hold.max(), round.ttl, round.keys, p.nemesis_interval), (preset::HOLD, preset::TTL, 1, preset::INTERVAL));
+    // Every fault whole, with ZooKeeper's room (TTL 2 s and 6 s to elect) after each heal.
+    assert_eq!(round.duration, p.shortest_fault_phase(round));
+    assert!(p.duration_advice().is_none(), "{:?}", p.duration_advice());
+    // Without faults on the speed workloads: their hold stays 0 (no notice turns it to 25 ms).
+    assert!(p.phases[0].hold.max().is_zero());
+    // Redlock alone has no leader: a node of it, killed then paused.
+    let p = plan(&["--backends", "redlock"]).unwrap();
+    assert_eq!(p.nemesis.iter().map(|f| f.to_string()).collect::<Vec<_>>(), ["kill", "pause"]);
+    p.validate().unwrap();
+    // What the user wrote runs as written.
+    for args in [&["--workload", "hot-key"][..], &["--duration", "2s"], &["--nemesis", "kill", "--duration", "60s"], &["--backends", "memory"], &["--preset", "speed"]] {
+        let p = plan(args).unwrap();
+        assert!(p.phases.iter().all(|w| w.name != preset::ROUND), "{args:?}");
+    }
+    // Asked for by name, the flags shape its speed workloads; the round keeps its own.
+    let p = plan(&["--preset", "answer", "--duration", "2s"]).unwrap();
+    assert_eq!(p.phases[0].duration, Duration::from_secs(2));
+    assert!(p.phases[2].duration > Duration::from_secs(10));
+    for (args, want) in [
+        (&["--preset", "answer", "--nemesis", "kill"][..], "drop --nemesis"),
+        (&["--preset", "answer", "--backends", "memory"], "drop memory"),
+        (&["--preset", "answer", "--target", "external", "--endpoints", "x.toml"], "--target local or compose"),
+    ] {
+        let e = plan(args).unwrap_err().to_string();
+        assert!(e.contains(want) && !e.contains('\n'), "{args:?}: {e}");
+    }
+}

@@ -38,6 +38,11 @@ fn glossary() -> &'static [(&'static str, String)] {
     crate::judgement::glossary::glossary()
 }
 
+/// Whether any backend ran a phase (or failed): a calibration's page has no decision table.
+fn has_rows(s: &crate::summary::Summary) -> bool {
+    s.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty())
+}
+
 pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> String {
     let s = &input.summary;
     let mut h = String::new();
@@ -51,6 +56,9 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         let _ = write!(h, "<p class=\"banner\" id=\"incomplete\"><b>Incomplete run</b>: {}.</p>", esc(why));
     }
     // The answer first; everything it rests on below it, by workload, then the run's details.
+    if has_rows(s) {
+        h.push_str(&super::decision::html(&s.decision()));
+    }
     h.push_str(&super::glance::answer(s));
     let mut shown = vec![false; plots.len()];
     for w in workload_names(s) {

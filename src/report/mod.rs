@@ -3,6 +3,7 @@
 //! summary and history.
 
 mod calibration;
+pub mod decision;
 mod evidence;
 mod glance;
 mod html;

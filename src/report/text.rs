@@ -173,6 +173,9 @@ pub fn markdown(s: &Summary) -> String {
     );
     let has_rows = s.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty());
     if has_rows {
+        // The answer first; the tables it rests on after it.
+        out.push_str(&super::decision::markdown(&s.decision()));
+        out.push('\n');
         out.push_str(&workloads_markdown(s));
     } else {
         // A calibration (or a run stopped before its first phase): no empty tables.
@@ -254,7 +257,7 @@ pub fn shard_markdown(s: &Summary) -> String {
 }
 
 /// The width the terminal's AP / CP table and the lines under it keep within.
-pub const WIDTH: usize = 100;
+pub use crate::util::WIDTH;
 
 /// A column of the AP / CP table on the terminal.
 struct Col {

@@ -37,7 +37,7 @@ use crate::summary::{self, BackendSummary, Summary};
 use crate::cluster::local::bins;
 use crate::workload::Workload;
 
-pub use plan::{HistoryMode, RunPlan, TargetChoice};
+pub use plan::{HistoryMode, Preset, RunPlan, TargetChoice};
 pub use settings::{Use, PHASE_FIELDS, PLAN_FIELDS};
 use target::{bring_up, reachable, Running};
 
@@ -348,7 +348,7 @@ async fn phase(ctx: &Ctx<'_>, rep: u32, kind: BackendKind, backend: &Arc<dyn Bac
     eprintln!("dlbench: {name:<9} {:<10} {}{conns}", w.name, w.describe());
     let label = format!("{name} {}", w.name);
     let (progress, on_tick) = PhaseProgress::start(&label, w.warmup + w.duration);
-    let faults = match (ctx.target, plan.nemesis.is_empty()) {
+    let faults = match (ctx.target, !plan.faulted(w)) {
         (Some(t), false) => Some(fault_runner(t.faults(), kind, w, plan, rep, ctx.history.clone())),
         _ => None,
     };
@@ -360,7 +360,7 @@ async fn phase(ctx: &Ctx<'_>, rep: u32, kind: BackendKind, backend: &Arc<dyn Bac
         hlog: Some((ctx.dir.path.join("hdr"), label)),
         on_tick: Some(on_tick),
         history: ctx.history.clone().map(|h| (h, name.clone())),
-        quiet_tail: (!plan.nemesis.is_empty()).then(|| plan.fault_layout(kind, w).tail(w.duration)),
+        quiet_tail: plan.faulted(w).then(|| plan.fault_layout(kind, w).tail(w.duration)),
         recovery_allowance: Some(kind.recovery_allowance()),
         faults,
         cost: Some(cost_probe(ctx.target, kind)),

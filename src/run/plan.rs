@@ -21,6 +21,15 @@ pub enum HistoryMode {
     Off,
 }
 
+/// What a run answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// Speed, then a fault round per backend: the decision table.
+    Answer,
+    /// The workloads alone (under `--nemesis` when given).
+    Speed,
+}
+
 /// Everything `run` needs, validated.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunPlan {
@@ -177,6 +186,12 @@ impl RunPlan {
         FaultLayout { interval: self.nemesis_interval, room: kind.recovery_room(w.ttl) }
     }
 
+    /// Whether phase `w` runs under the plan's faults (the default plan's performance rounds
+    /// do not).
+    pub fn faulted(&self, w: &Workload) -> bool {
+        !self.nemesis.is_empty() && !w.no_faults
+    }
+
     /// The shortest phase that holds every fault asked for on every backend, each with its
     /// room after the heal.
     pub fn shortest_fault_phase(&self, w: &Workload) -> Duration {
@@ -188,7 +203,7 @@ impl RunPlan {
     /// that holds them all. None when every phase fits.
     pub fn duration_advice(&self) -> Option<String> {
         let n = self.nemesis.len();
-        for w in &self.phases {
+        for w in self.phases.iter().filter(|w| self.faulted(w)) {
             let (kind, layout) = self.backends.iter().map(|&k| (k, self.fault_layout(k, w))).max_by_key(|(_, l)| l.shortest(n))?;
             let need = layout.shortest(n);
             if w.duration >= need {

@@ -59,6 +59,7 @@ pub const PHASE_FIELDS: &[(&str, Use)] = &[
     ("warmup", Use::Summary("warmup_s")),
     ("rate", Use::Summary("open_loop.target_rate")),
     ("retry_interval", Use::Setting("retry interval")),
+    ("no_faults", Use::Summary("each phase's faults (nemesis events, faults applied)")),
     ("seed", Use::Not("which keys and sampled durations are drawn: the same distribution, another draw; runs of one plan are repeats whatever their seeds")),
 ];
 
@@ -118,6 +119,7 @@ fn phase_settings(w: &Workload, s: &mut BTreeMap<String, String>) {
         rate: _,
         retry_interval,
         seed: _,
+        no_faults: _,
     } = w;
     let at = |what: &str| format!("{name}/{clients} {what}");
     if w.key_dist == crate::workload::KeyDist::Zipf {

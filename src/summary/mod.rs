@@ -4,6 +4,7 @@
 //! types; nothing here renders, and nothing here imports a renderer.
 
 pub mod answer;
+pub mod decision;
 mod judged;
 pub mod calibration;
 pub mod medium;

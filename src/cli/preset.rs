@@ -1,0 +1,86 @@
+//! `--preset`: what a run answers. The default plan (`answer`) measures speed and then safety,
+//! availability, recovery and the class under node kills, so that `dlbench run` alone gives
+//! the decision table; `speed` is the workloads alone, as every run was before, for the CI gate
+//! and the baselines (a fault round's phase would make their figures unlike).
+
+use std::time::Duration;
+
+use super::args::RunArgs;
+use crate::kind::BackendKind;
+use crate::nemesis::FaultSpec;
+pub use crate::run::Preset;
+use crate::run::TargetChoice;
+use crate::workload::{Dist, Workload};
+
+/// The fault round's workload name: every figure names its workload, and this one's are
+/// measured under faults.
+pub const ROUND: &str = "faults";
+/// Holders inside long enough that each fault finds one (a class needs strong evidence in
+/// every window; at 25 ms a pause found them inside 1.1% of it on a loaded host).
+pub const HOLD: Duration = Duration::from_millis(200);
+/// A short TTL so that each fault's window (the TTL the servers grant and their election or
+/// restart time after the heal) fits a round of about 20 s; printed with the table.
+pub const TTL: Duration = Duration::from_secs(2);
+/// One fault every 4 s, holding 2 s.
+pub const INTERVAL: Duration = Duration::from_secs(4);
+
+/// The flags that shape a run's phases themselves: any of them given means the user is
+/// writing their own plan, so the default is `speed` (the phases as written).
+fn shaping(a: &RunArgs) -> Vec<&'static str> {
+    [
+        ("--workload", a.workload.is_some()),
+        ("--clients", a.clients.is_some()),
+        ("--keys", a.keys.is_some()),
+        ("--key-dist", a.key_dist.is_some()),
+        ("--duration", a.duration.is_some()),
+        ("--ops", a.ops.is_some()),
+        ("--warmup", a.warmup.is_some()),
+        ("--hold", a.hold.is_some()),
+        ("--think", a.think.is_some()),
+        ("--ttl", a.ttl.is_some()),
+        ("--wait-timeout", a.wait_timeout.is_some()),
+        ("--rate", a.rate.is_some()),
+        ("--repeat", a.repeat > 1),
+        ("--nemesis", a.nemesis.is_some()),
+        ("--shard", a.shard.is_some()),
+        ("--durability", a.durability.contains(',')),
+    ]
+    .into_iter()
+    .filter_map(|(f, given)| given.then_some(f))
+    .collect()
+}
+
+/// The preset in force: the one asked for, checked against the plan, or the default.
+pub fn choose(a: &RunArgs, backends: &[BackendKind], target: &TargetChoice) -> anyhow::Result<Preset> {
+    let no_servers = backends.contains(&BackendKind::Memory);
+    let external = matches!(target, TargetChoice::External { .. });
+    match a.preset {
+        Some(Preset::Speed) => Ok(Preset::Speed),
+        Some(Preset::Answer) => {
+            anyhow::ensure!(a.nemesis.is_none(), "--preset answer chooses its own faults (kill and pause of each backend's leader or server); drop --nemesis, or use --preset speed with it");
+            anyhow::ensure!(a.shard.is_none(), "--preset answer runs faults, which --shard cannot (one schedule, one load host); use --preset speed with --shard");
+            anyhow::ensure!(!no_servers, "--preset answer kills servers and the memory backend has none; drop memory from --backends, or use --preset speed");
+            anyhow::ensure!(!external, "--preset answer kills servers and an external target's are not dlbench's to kill; use --target local or compose, or --preset speed");
+            Ok(Preset::Answer)
+        }
+        None if shaping(a).is_empty() && !no_servers && !external => Ok(Preset::Answer),
+        None => Ok(Preset::Speed),
+    }
+}
+
+/// The fault schedule of the round: each backend's leader killed, then paused (the one
+/// server where there is one node; one of Redlock's five, named as a stand-in). Where no
+/// backend of the plan has a leader, a node of each.
+pub fn schedule(backends: &[BackendKind]) -> Vec<FaultSpec> {
+    let leader = backends.iter().any(|&b| crate::nemesis::meaningless(crate::nemesis::Targeting::Leader, b, if b.single_node() { 1 } else { 3 }).is_none());
+    let s = if leader { "kill:leader,pause:leader" } else { "kill,pause" };
+    crate::nemesis::parse_schedule(s).expect("the answer plan's schedule parses")
+}
+
+/// The fault round's workload: the hot key, eight clients, holders inside 200 ms, TTL 2 s, no
+/// warm-up (the quiet before the first fault is the no-fault rate); its duration is set once
+/// the plan knows the backends (the shortest that holds every fault with its room).
+pub fn round(seed: Option<u64>) -> Workload {
+    let hot = crate::workload::load("hot-key").expect("hot-key is shipped");
+    Workload { name: ROUND.into(), clients: 8, keys: 1, hold: Dist::Fixed(HOLD), ttl: TTL, warmup: Duration::ZERO, seed, no_faults: false, ..hot }
+}
