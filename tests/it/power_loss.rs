@@ -28,8 +28,13 @@ fn layer_mounts_under(dir: &Path) -> Vec<String> {
 /// `dlbench run --nemesis FAULT` on `backends`: the run ended cleanly (no input error, no
 /// process left, no layer left mounted). Returns the summary's backends and the table.
 fn power_loss_run(backends: &str, fault: &str, duration: &str, interval: &str) -> (Vec<serde_json::Value>, String) {
+    power_loss_run_by(dlbench(), backends, fault, duration, interval)
+}
+
+/// The same, by the binary `cmd` runs.
+fn power_loss_run_by(mut cmd: std::process::Command, backends: &str, fault: &str, duration: &str, interval: &str) -> (Vec<serde_json::Value>, String) {
     let dir = scratch(&format!("power-loss-{}", backends.replace(',', "-")));
-    let out = dlbench()
+    let out = cmd
         // A 2 s TTL: the room after each heal (TTL and restart) fits a short phase.
         .args(["run", "--backends", backends, "--workload", "hot-key", "--duration", duration, "--warmup", "0s", "--ttl", "2s", "--nemesis", fault])
         .args(["--nemesis-interval", interval, "--out"])
@@ -73,6 +78,26 @@ fn a_power_loss_kills_cuts_the_power_and_heals() {
         );
     }
     assert_eq!(b["verdict"]["faults_applied"], serde_json::json!(["power-loss:leader"]), "{}\n{stdout}", b["verdict"]);
+}
+
+/// The `dlbench` binary alone, copied into an empty directory (as `cargo install` or the
+/// compose image leave it): it carries the power-loss layer, so the fault runs and heals.
+#[test]
+fn the_binary_alone_carries_the_power_loss_layer() {
+    let _g = common::heavy();
+    let lone = scratch("lone-binary");
+    std::fs::create_dir_all(&lone).unwrap();
+    let bin = lone.join("dlbench");
+    std::fs::copy(env!("CARGO_BIN_EXE_dlbench"), &bin).unwrap();
+    assert_eq!(std::fs::read_dir(&lone).unwrap().count(), 1, "nothing beside it");
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.env_remove("DLBENCH_LOG").env("DLBENCH_STRICT_VERDICTS", "1").current_dir(&lone);
+    let (all, stdout) = power_loss_run_by(cmd, "redis", "power-loss", "10s", "4s");
+    for d in starts(&all[0], "power-loss") {
+        assert!(d.contains("process gone; power loss: dropped"), "the layer's own account: {d}");
+    }
+    assert_eq!(all[0]["verdict"]["faults_applied"], serde_json::json!(["power-loss"]), "{}\n{stdout}", all[0]["verdict"]);
+    let _ = std::fs::remove_dir_all(&lone);
 }
 
 /// Every other server family at once, in one run (its servers start together): a power loss

@@ -69,3 +69,15 @@ fn what_was_not_measured_is_said_with_the_command_that_measures_it() {
     assert!(widest <= WIDTH, "{widest} columns:\n{t}");
     assert!(t.contains("nodes 1"), "the nodes moved into the sentences:\n{t}");
 }
+
+/// The README shows command 1's decision table as it prints: its block is this renderer's
+/// output for the run the fixture holds (the same run), so a change of layout that the README
+/// does not follow fails here.
+#[test]
+fn the_readme_shows_the_table_as_it_prints() {
+    let readme = include_str!("../../../README.md");
+    let after = readme.split("Command 1 prints the decision table").nth(1).expect("the README introduces the table");
+    let block = after.split("```text\n").nth(1).and_then(|b| b.split("\n```").next()).expect("a text block");
+    let printed = terminal(&run().decision());
+    assert_eq!(block.trim_end(), printed.trim_end(), "README.md's block differs from what prints");
+}
