@@ -15,6 +15,11 @@ use crate::workload::Workload;
 /// must find holders inside to show anything.
 pub const FAULT_HOLD: Duration = Duration::from_millis(25);
 
+/// The hold of the default plan's fault round (`--preset answer`): long enough that each fault
+/// finds holders inside (a class needs strong evidence in every window; at 25 ms a pause
+/// found them inside 1.1% of it on a loaded host).
+pub const ANSWER_HOLD: Duration = Duration::from_millis(200);
+
 /// The part of a phase at its end with no fault, so the service can show its recovery: a
 /// quarter of the phase, at least 2 s, at most half (the driver's rule).
 pub fn quiet_tail(duration: Duration) -> Duration {

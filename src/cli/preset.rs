@@ -15,9 +15,8 @@ use crate::workload::{Dist, Workload};
 /// The fault round's workload name: every figure names its workload, and this one's are
 /// measured under faults.
 pub const ROUND: &str = "faults";
-/// Holders inside long enough that each fault finds one (a class needs strong evidence in
-/// every window; at 25 ms a pause found them inside 1.1% of it on a loaded host).
-pub const HOLD: Duration = Duration::from_millis(200);
+/// Holders inside long enough that each fault finds one.
+pub const HOLD: Duration = crate::phase::ANSWER_HOLD;
 /// A short TTL so that each fault's window (the TTL the servers grant and their election or
 /// restart time after the heal) fits a round of about 20 s; printed with the table.
 pub const TTL: Duration = Duration::from_secs(2);

@@ -107,6 +107,10 @@ fn row(b: &BackendSummary, speed: &[String]) -> DecisionRow {
             if let Some(r) = v.recovery.as_deref().filter(|r| !r.starts_with("recovered in")) {
                 s.push_str(&format!("; {r}"));
             }
+            // What would earn the missing word.
+            if v.evidence == judgement::words::Strength::Weak {
+                s.push_str(&format!("; to earn it, hold the lock longer (--hold {}) or use the answer plan ({RUN_FOR_FAULTS})", crate::util::fmt_duration(crate::phase::ANSWER_HOLD)));
+            }
             (Some(cells), s)
         }
         None => {

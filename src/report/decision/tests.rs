@@ -56,6 +56,14 @@ fn what_was_not_measured_is_said_with_the_command_that_measures_it() {
     let t = terminal(&d);
     assert!(d.rows.iter().all(|r| r.faults.is_none() && r.sentence.contains(RUN_FOR_FAULTS)), "{t}");
     assert!(t.contains("not measured"), "{t}");
+    // Weak evidence under faults names what would earn the word.
+    let mut weak = run();
+    for w in weak.backends[0].workloads.iter_mut().filter(|w| !w.faults_applied().is_empty()) {
+        w.verdict.as_mut().unwrap().evidence = crate::judgement::words::Strength::Weak;
+    }
+    let d = weak.decision();
+    assert!(d.rows[0].sentence.contains("--hold 200ms"), "{}", d.rows[0].sentence);
+    assert!(!d.rows[1].sentence.contains("--hold"), "{}", d.rows[1].sentence);
     // The widest names of the designs, and a third workload: the table still fits.
     let mut wide = run();
     for (b, name) in wide.backends.iter_mut().zip(["pg-advisory-xact", "mariadb-get-lock", "redisson@relaxed", "zookeeper@strict", "etcd-v3lock@strict"]) {
