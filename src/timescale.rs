@@ -6,7 +6,8 @@
 //! Scaled: each phase's duration and warm-up, the nemesis interval, calibrate's --seconds,
 //! the window of the loaded round trip a run measures before its phases.
 //! Floors keep a scaled run meaningful: a phase lasts at least 500 ms, the nemesis interval
-//! stays at least 2 s (or what was given, if less) and a phase under faults at least two intervals, calibrate's
+//! stays at least 2 s (or what was given, if less) and a phase under faults at least two intervals and
+//! the shortest that holds its faults plus 4 s for a slow inverse, calibrate's
 //! measurements at least 1 s, the loaded round trip's window at least 200 ms. Nothing else (TTLs, timeouts, holds) changes.
 
 use std::time::Duration;
@@ -14,6 +15,9 @@ use std::time::Duration;
 use crate::run::RunPlan;
 
 pub const VAR: &str = "DLBENCH_TIME_SCALE";
+
+/// What a scaled phase under faults keeps beyond the shortest that holds its faults.
+const SLOW_INVERSE: Duration = Duration::from_secs(4);
 
 /// The factor, when the variable is set; a value outside (0, 1] is refused.
 pub fn factor() -> anyhow::Result<Option<f64>> {
@@ -37,6 +41,8 @@ pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
     let Some(f) = factor()? else { return Ok(()) };
     plan.nemesis_interval = times(plan.nemesis_interval, f, Duration::from_secs(2));
     let nemesis = !plan.nemesis.is_empty();
+    // A scaled phase never outgrows the phase as written.
+    let written: Vec<Duration> = plan.phases.iter().map(|w| w.duration).collect();
     for w in &mut plan.phases {
         w.duration = times(w.duration, f, Duration::from_millis(500));
         w.warmup = w.warmup.mul_f64(f);
@@ -50,7 +56,10 @@ pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
             if !plan.faulted(&plan.phases[i]) {
                 continue;
             }
-            let need = plan.shortest_fault_phase(&plan.phases[i]);
+            // Plus a few seconds for an inverse that is slow in itself (a compose failover's
+            // undo restarts a container and re-attaches it: 3-5 s), which at full length the
+            // interval's half absorbs and at a 1 s hold would leave no time after the heal.
+            let need = (plan.shortest_fault_phase(&plan.phases[i]) + SLOW_INVERSE).min(written[i]);
             plan.phases[i].duration = plan.phases[i].duration.max(need);
         }
     }

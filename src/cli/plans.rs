@@ -105,6 +105,12 @@ pub(crate) fn run_plan(a: RunArgs) -> anyhow::Result<RunPlan> {
 /// nothing else.
 pub(crate) fn checked(plan: RunPlan, notices: Vec<String>) -> anyhow::Result<RunPlan> {
     plan.validate()?;
+    // A missing server binary is refused in its one line before any notice (the run checks
+    // again, for callers that build a plan another way).
+    if matches!(plan.target, TargetChoice::Local) {
+        let real: Vec<BackendKind> = plan.backends.iter().copied().filter(|k| *k != BackendKind::Memory).collect();
+        crate::cluster::local::bins::find(&real)?;
+    }
     for n in notices {
         eprintln!("{n}");
     }

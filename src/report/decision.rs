@@ -1,5 +1,5 @@
 //! The decision table (`summary::decision`) laid out: on the terminal within [`WIDTH`]
-//! columns, in summary.md, and on the page, each first, under the same heading.
+//! columns and in summary.md first, on the page under the matrix, under the same heading.
 
 use std::fmt::Write as _;
 
@@ -81,11 +81,11 @@ pub fn markdown(d: &Decision) -> String {
     out
 }
 
-/// The table on the page's first screen: narrow enough for 1,280 px without scrolling (nine
-/// short columns), the sentences under it.
+/// The table on the page, under the matrix: nine short columns, in a box that scrolls on a
+/// narrow screen rather than widening the page; the sentences under it.
 pub fn html(d: &Decision) -> String {
     let heads = d.header();
-    let mut h = format!("<section id=\"decision\"><h2>{}</h2><table class=\"decision\"><tr>", esc(HEADING));
+    let mut h = format!("<section id=\"decision\"><h2>{}</h2><div class=\"scroll\"><table class=\"decision\"><tr>", esc(HEADING));
     for x in &heads {
         let _ = write!(h, "<th>{}</th>", esc(x));
     }
@@ -98,7 +98,7 @@ pub fn html(d: &Decision) -> String {
         }
         h.push_str("</tr>");
     }
-    let _ = write!(h, "</table><p><small>{}</small></p><ul>", esc(&d.caption()));
+    let _ = write!(h, "</table></div><p><small>{}</small></p><ul>", esc(&d.caption()));
     for r in &d.rows {
         let _ = write!(h, "<li>{}</li>", esc(&r.sentence));
     }

@@ -56,10 +56,12 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
         let _ = write!(h, "<p class=\"banner\" id=\"incomplete\"><b>Incomplete run</b>: {}.</p>", esc(why));
     }
     // The answer first; everything it rests on below it, by workload, then the run's details.
+    // The matrix holds the first screen (every backend under every condition); the decision
+    // table, one row per backend, follows it.
+    h.push_str(&super::glance::answer(s));
     if has_rows(s) {
         h.push_str(&super::decision::html(&s.decision()));
     }
-    h.push_str(&super::glance::answer(s));
     let mut shown = vec![false; plots.len()];
     for w in workload_names(s) {
         h.push_str(&by_workload(s, &w, plots, &mut shown));

@@ -468,7 +468,8 @@ fn help_of_run_has_headings_defaults_and_examples() {
     assert!(flat.contains("[default: from the workload file; hot-key: 8, many-keys: 8, zipf: 16, long-hold: 4, open-loop: 32]"), "{flat}");
     assert!(flat.contains("long-hold: 3s"), "--ttl's default: {flat}");
     assert!(flat.contains("[default: hot-key,many-keys;"), "{flat}");
-    assert!(flat.contains("[default: 10s]") && flat.contains("[default: per-client]"), "{flat}");
+    assert!(flat.contains("[default: 10s; 4s in the answer plan's fault round]") && flat.contains("[default: per-client]"), "{flat}");
+    assert!(flat.contains("[default: answer when no Workload flag"), "--preset's default: {flat}");
     let short = String::from_utf8_lossy(&dlbench().args(["run", "-h"]).output().unwrap().stdout).to_string();
     assert!(!short.contains("Examples:"), "examples belong to --help:\n{short}");
     for heading in ["Workload:", "Faults:", "Output:", "Target:", "Connection:"] {
