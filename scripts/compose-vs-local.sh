@@ -16,7 +16,8 @@
 #   sh scripts/compose-vs-local.sh            # after `docker compose build` (docs/docker.md)
 #   REPEATS=5 SEED=7 sh scripts/compose-vs-local.sh -- --backends redlock,etcd
 #
-# Extra dlbench arguments after `--` go to both sides (default: the default bench with
+# Extra dlbench arguments after `--` go to both sides, which run --preset speed (the speed
+# workloads: a fault round would make the pairs unlike; default: those with
 # --duration 5s). The compose project is COMPOSE_PROJECT_NAME (default dlbench, from .env):
 # its servers and volumes are recreated (FRESH=0 keeps them as they are, warm). Results:
 # results/compose-vs-local-<time>/ (table.md, the runs, compare-<i>.txt, compare-pooled.txt).
@@ -50,7 +51,7 @@ $compose up -d >/dev/null 2>&1 || $compose up -d
 i=1
 while [ "$i" -le "$REPEATS" ]; do
     echo "compose-vs-local: pair $i of $REPEATS: local" >&2
-    target/release/dlbench run --seed "$SEED" --out "$out/local-$i" "$@" >"$out/local-$i.log" 2>&1 \
+    target/release/dlbench run --preset speed --seed "$SEED" --out "$out/local-$i" "$@" >"$out/local-$i.log" 2>&1 \
         || { echo "compose-vs-local: local run $i failed, see $out/local-$i.log" >&2; exit 1; }
     if [ "$FRESH" = 1 ]; then
         echo "compose-vs-local: pair $i of $REPEATS: fresh compose servers (down -v, up -d)" >&2
@@ -60,7 +61,7 @@ while [ "$i" -le "$REPEATS" ]; do
     echo "compose-vs-local: pair $i of $REPEATS: compose (bench service)" >&2
     # The bench container sees ./results as results/ (docker-compose.yml); the run waits for
     # the services' health checks itself.
-    $compose run --rm bench run --seed "$SEED" --out "$out/compose-$i" "$@" >"$out/compose-$i.log" 2>&1 \
+    $compose run --rm bench run --preset speed --seed "$SEED" --out "$out/compose-$i" "$@" >"$out/compose-$i.log" 2>&1 \
         || { echo "compose-vs-local: compose run $i failed, see $out/compose-$i.log" >&2; exit 1; }
     # compare reads both runs' recorded round trips and fsync latencies and says what part
     # of each difference the container layer explains (exit 3 = a change flagged: expected).
