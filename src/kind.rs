@@ -168,6 +168,15 @@ impl BackendKind {
         self.granted_ttl_estimate(ttl).unwrap_or_default() + self.recovery_allowance()
     }
 
+    /// The nodes of its servers on the local and compose targets.
+    pub fn nodes(self) -> usize {
+        match self.server() {
+            BackendKind::Redlock => 5,
+            BackendKind::Zookeeper | BackendKind::Etcd | BackendKind::Nats => 3,
+            _ => 1,
+        }
+    }
+
     /// Whether the design's servers are one node, which is then its leader.
     pub fn single_node(self) -> bool {
         matches!(self.server(), BackendKind::Postgres | BackendKind::Mariadb | BackendKind::Redis)

@@ -40,28 +40,23 @@ fn times(d: Duration, f: f64, floor: Duration) -> Duration {
 pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
     let Some(f) = factor()? else { return Ok(()) };
     plan.nemesis_interval = times(plan.nemesis_interval, f, Duration::from_secs(2));
-    let nemesis = !plan.nemesis.is_empty();
     // A scaled phase never outgrows the phase as written.
     let written: Vec<Duration> = plan.phases.iter().map(|w| w.duration).collect();
-    for w in &mut plan.phases {
+    let faulted: Vec<bool> = plan.phases.iter().map(|w| plan.faulted(w)).collect();
+    for (w, &faulted) in plan.phases.iter_mut().zip(&faulted) {
         w.duration = times(w.duration, f, Duration::from_millis(500));
         w.warmup = w.warmup.mul_f64(f);
-        if nemesis && !w.no_faults {
+        if faulted {
             // Still long enough for every fault asked for, as validation required as written.
             w.duration = w.duration.max(plan.nemesis_interval * 2);
         }
     }
-    if !plan.nemesis.is_empty() {
-        for i in 0..plan.phases.len() {
-            if !plan.faulted(&plan.phases[i]) {
-                continue;
-            }
-            // Plus a few seconds for an inverse that is slow in itself (a compose failover's
-            // undo restarts a container and re-attaches it: 3-5 s), which at full length the
-            // interval's half absorbs and at a 1 s hold would leave no time after the heal.
-            let need = (plan.shortest_fault_phase(&plan.phases[i]) + SLOW_INVERSE).min(written[i]);
-            plan.phases[i].duration = plan.phases[i].duration.max(need);
-        }
+    for i in (0..plan.phases.len()).filter(|&i| faulted[i]) {
+        // Plus a few seconds for an inverse that is slow in itself (a compose failover's
+        // undo restarts a container and re-attaches it: 3-5 s), which at full length the
+        // interval's half absorbs and at a 1 s hold would leave no time after the heal.
+        let need = (plan.shortest_fault_phase(&plan.phases[i]) + SLOW_INVERSE).min(written[i]);
+        plan.phases[i].duration = plan.phases[i].duration.max(need);
     }
     eprintln!("dlbench: {VAR}={f}: phases and faults shortened (README test mode)");
     Ok(())

@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::item::{Context, Item, Stamped};
-use super::Outcome;
+use super::{is_zero, Outcome};
 use crate::faultlog::{Effect, Side, Window};
 use crate::history::Op;
 
@@ -539,10 +539,6 @@ use line::Line;
 
 #[cfg(test)]
 mod tests;
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
 
 fn is_zero_f(v: &f64) -> bool {
     *v == 0.0

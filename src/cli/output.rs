@@ -38,7 +38,7 @@ pub(super) fn run_finished(f: &Finished) -> i32 {
 fn run_code(f: &Finished) -> i32 {
     let summary = &f.summary;
     write_report(&f.dir);
-    if summary.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty()) {
+    if summary.has_rows() {
         // The answer first, then the tables it rests on, each under a heading.
         println!("{}", crate::report::decision::terminal(&summary.decision()));
         println!("Each phase\n");

@@ -150,7 +150,7 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         }
     }
     let backends = compose_without_nats(backends, &a.backends, &target, &mut notices)?;
-    let plan = RunPlan {
+    let mut plan = RunPlan {
         backends,
         phases,
         out: a.out,
@@ -170,7 +170,6 @@ pub(crate) fn build_run_plan(a: RunArgs) -> anyhow::Result<(RunPlan, Vec<String>
         properties: a.properties,
         durability: crate::durability::parse_levels(&a.durability).map_err(anyhow::Error::msg)?,
     };
-    let mut plan = plan;
     if preset == Preset::Answer {
         // The round as short as holds each fault with its room on the backend needing most.
         let i = plan.phases.len() - 1;

@@ -23,30 +23,27 @@ pub const TTL: Duration = Duration::from_secs(2);
 /// One fault every 4 s, holding 2 s.
 pub const INTERVAL: Duration = Duration::from_secs(4);
 
-/// The flags that shape a run's phases themselves: any of them given means the user is
-/// writing their own plan, so the default is `speed` (the phases as written).
-fn shaping(a: &RunArgs) -> Vec<&'static str> {
-    [
-        ("--workload", a.workload.is_some()),
-        ("--clients", a.clients.is_some()),
-        ("--keys", a.keys.is_some()),
-        ("--key-dist", a.key_dist.is_some()),
-        ("--duration", a.duration.is_some()),
-        ("--ops", a.ops.is_some()),
-        ("--warmup", a.warmup.is_some()),
-        ("--hold", a.hold.is_some()),
-        ("--think", a.think.is_some()),
-        ("--ttl", a.ttl.is_some()),
-        ("--wait-timeout", a.wait_timeout.is_some()),
-        ("--rate", a.rate.is_some()),
-        ("--repeat", a.repeat > 1),
-        ("--nemesis", a.nemesis.is_some()),
-        ("--shard", a.shard.is_some()),
-        ("--durability", a.durability.contains(',')),
-    ]
-    .into_iter()
-    .filter_map(|(f, given)| given.then_some(f))
-    .collect()
+/// Whether a flag that shapes the run's phases themselves was given (--workload, --clients,
+/// --keys, --key-dist, --duration, --ops, --warmup, --hold, --think, --ttl, --wait-timeout,
+/// --rate, --repeat, --nemesis, --shard, a --durability list): the user is writing their
+/// own plan, so the default is `speed` (the phases as written).
+fn shaped(a: &RunArgs) -> bool {
+    a.workload.is_some()
+        || a.clients.is_some()
+        || a.keys.is_some()
+        || a.key_dist.is_some()
+        || a.duration.is_some()
+        || a.ops.is_some()
+        || a.warmup.is_some()
+        || a.hold.is_some()
+        || a.think.is_some()
+        || a.ttl.is_some()
+        || a.wait_timeout.is_some()
+        || a.rate.is_some()
+        || a.repeat > 1
+        || a.nemesis.is_some()
+        || a.shard.is_some()
+        || a.durability.contains(',')
 }
 
 /// The preset in force: the one asked for, checked against the plan, or the default.
@@ -62,7 +59,7 @@ pub fn choose(a: &RunArgs, backends: &[BackendKind], target: &TargetChoice) -> a
             anyhow::ensure!(!external, "--preset answer kills servers and an external target's are not dlbench's to kill; use --target local or compose, or --preset speed");
             Ok(Preset::Answer)
         }
-        None if shaping(a).is_empty() && !no_servers && !external => Ok(Preset::Answer),
+        None if !shaped(a) && !no_servers && !external => Ok(Preset::Answer),
         None => Ok(Preset::Speed),
     }
 }
@@ -71,7 +68,7 @@ pub fn choose(a: &RunArgs, backends: &[BackendKind], target: &TargetChoice) -> a
 /// server where there is one node; one of Redlock's five, named as a stand-in). Where no
 /// backend of the plan has a leader, a node of each.
 pub fn schedule(backends: &[BackendKind]) -> Vec<FaultSpec> {
-    let leader = backends.iter().any(|&b| crate::nemesis::meaningless(crate::nemesis::Targeting::Leader, b, if b.single_node() { 1 } else { 3 }).is_none());
+    let leader = backends.iter().any(|&b| crate::nemesis::meaningless(crate::nemesis::Targeting::Leader, b, b.nodes()).is_none());
     let s = if leader { "kill:leader,pause:leader" } else { "kill,pause" };
     crate::nemesis::parse_schedule(s).expect("the answer plan's schedule parses")
 }

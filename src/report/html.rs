@@ -38,11 +38,6 @@ fn glossary() -> &'static [(&'static str, String)] {
     crate::judgement::glossary::glossary()
 }
 
-/// Whether any backend ran a phase (or failed): a calibration's page has no decision table.
-fn has_rows(s: &crate::summary::Summary) -> bool {
-    s.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty())
-}
-
 pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> String {
     let s = &input.summary;
     let mut h = String::new();
@@ -59,7 +54,7 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     // The matrix holds the first screen (every backend under every condition); the decision
     // table, one row per backend, follows it.
     h.push_str(&super::glance::answer(s));
-    if has_rows(s) {
+    if s.has_rows() {
         h.push_str(&super::decision::html(&s.decision()));
     }
     let mut shown = vec![false; plots.len()];

@@ -67,23 +67,14 @@ pub(super) fn verdict_cell(v: Option<&Verdict>) -> String {
     v.map_or_else(|| "-".into(), |v| v.headline.clone())
 }
 
-/// The family a backend's rows are grouped under (by its name; unknown names have none).
+/// The family a backend's rows are grouped under ([`BackendSummary::family`]).
 pub(crate) fn family(b: &BackendSummary) -> &'static str {
-    crate::durability::design_of(&b.name).parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("")
+    b.family()
 }
 
-/// The backends in the table's order: grouped by family (database, Redis, consensus), in
-/// run order within a family.
+/// The backends in the table's order ([`Summary::by_family`]).
 pub(crate) fn by_family(s: &Summary) -> Vec<&BackendSummary> {
-    let mut order: Vec<&'static str> = Vec::new();
-    for b in &s.backends {
-        if !order.contains(&family(b)) {
-            order.push(family(b));
-        }
-    }
-    let rank = |f: &str| crate::kind::BackendKind::FAMILIES.iter().position(|x| *x == f).unwrap_or(usize::MAX);
-    order.sort_by_key(|f| rank(f));
-    order.iter().flat_map(|f| s.backends.iter().filter(move |b| family(b) == *f)).collect()
+    s.by_family()
 }
 
 /// Items in family order, each with the heading to show before it: its family where the

@@ -171,7 +171,7 @@ pub fn markdown(s: &Summary) -> String {
         s.target,
         s.command.join(" ")
     );
-    let has_rows = s.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty());
+    let has_rows = s.has_rows();
     if has_rows {
         // The answer first; the tables it rests on after it.
         out.push_str(&super::decision::markdown(&s.decision()));

@@ -159,7 +159,7 @@ impl RunPlan {
             let why: Vec<String> = self
                 .backends
                 .iter()
-                .filter_map(|&b| crate::nemesis::meaningless(f.target, b, if b.single_node() { 1 } else { 3 }))
+                .filter_map(|&b| crate::nemesis::meaningless(f.target, b, b.nodes()))
                 .collect();
             anyhow::ensure!(
                 why.is_empty() || why.len() < self.backends.len(),

@@ -48,20 +48,15 @@ pub struct FaultCells {
 pub const RUN_FOR_FAULTS: &str = "dlbench run --preset answer (or --nemesis kill:leader)";
 
 fn nodes(b: &BackendSummary) -> String {
-    use crate::kind::BackendKind::*;
     let kind = crate::durability::design_of(&b.name).parse::<crate::kind::BackendKind>().ok();
-    let n = match kind.map(|k| k.server()) {
-        Some(Redlock) => "5",
-        Some(Zookeeper | Etcd | Nats) => "3",
-        Some(_) => "1",
-        None => "?",
-    };
+    let n = kind.map_or("?".to_string(), |k| k.nodes().to_string());
     let ram = b.durability.as_ref().is_some_and(|d| d.label.contains("no persistence"));
     if ram { format!("{n} RAM") } else { n.to_string() }
 }
 
+/// Under faults that took effect (a scenario's script has none: `fault_tally`).
 fn faulted(w: &WorkloadSummary) -> bool {
-    !w.faults_applied().is_empty() && !w.choreographed
+    !w.faults_applied().is_empty()
 }
 
 /// The verdict of a backend's fault phases: the one, or the worst of several.
@@ -124,13 +119,7 @@ fn row(b: &BackendSummary, speed: &[String]) -> DecisionRow {
 impl Summary {
     /// The decision table, backends grouped by family as every table of the run.
     pub fn decision(&self) -> Decision {
-        // By family (database, Redis, consensus), run order within one, as every table.
-        let family = |b: &BackendSummary| {
-            let f = crate::durability::design_of(&b.name).parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("");
-            crate::kind::BackendKind::FAMILIES.iter().position(|x| *x == f).unwrap_or(usize::MAX)
-        };
-        let mut backends: Vec<&BackendSummary> = self.backends.iter().collect();
-        backends.sort_by_key(|b| family(b));
+        let backends = self.by_family();
         let mut speed: Vec<String> = Vec::new();
         let mut faults: Vec<String> = Vec::new();
         let mut fault_ttl_ms = None;

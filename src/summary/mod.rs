@@ -361,6 +361,26 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The backends in every table's order: grouped by family (database, Redis, consensus),
+    /// in run order within a family.
+    pub fn by_family(&self) -> Vec<&BackendSummary> {
+        let mut order: Vec<&'static str> = Vec::new();
+        for b in &self.backends {
+            if !order.contains(&b.family()) {
+                order.push(b.family());
+            }
+        }
+        let rank = |f: &str| crate::kind::BackendKind::FAMILIES.iter().position(|x| *x == f).unwrap_or(usize::MAX);
+        order.sort_by_key(|f| rank(f));
+        order.iter().flat_map(|f| self.backends.iter().filter(move |b| b.family() == *f)).collect()
+    }
+
+    /// Whether any backend ran a phase or failed: a calibration (or a run stopped before its
+    /// first phase) has no rows to tabulate.
+    pub fn has_rows(&self) -> bool {
+        self.backends.iter().any(|b| b.failure.is_some() || !b.workloads.is_empty())
+    }
+
     /// A run's summary before anything was measured (`complete` false).
     pub fn begin(run_id: &str, target: &str, fencing: FencingMode, nemesis_schedule: Vec<String>) -> Summary {
         Summary {
@@ -450,6 +470,11 @@ pub fn peak_rss_mb() -> Option<f64> {
 }
 
 impl BackendSummary {
+    /// The family its rows are grouped under (by its name; unknown names have none).
+    pub fn family(&self) -> &'static str {
+        crate::durability::design_of(&self.name).parse::<crate::kind::BackendKind>().map(|k| k.family()).unwrap_or("")
+    }
+
     /// Record the connection mode the backend ran with.
     pub fn with_connections(mut self, c: Option<dlbench_core::Connections>) -> Self {
         self.connections = c.map(|c| c.to_string());
