@@ -5,6 +5,7 @@
 //!
 //! Scaled: each phase's duration and warm-up, the nemesis interval, calibrate's --seconds,
 //! the window of the loaded round trip a run measures before its phases.
+//! A leaf: the run plan's own scaling (`RunPlan::scale_in_time`) calls it.
 //! Floors keep a scaled run meaningful: a phase lasts at least 500 ms, the nemesis interval
 //! stays at least 2 s (or what was given, if less) and a phase under faults at least two intervals and
 //! the shortest that holds its faults plus 4 s for a slow inverse, calibrate's
@@ -12,12 +13,10 @@
 
 use std::time::Duration;
 
-use crate::run::RunPlan;
-
 pub const VAR: &str = "DLBENCH_TIME_SCALE";
 
 /// What a scaled phase under faults keeps beyond the shortest that holds its faults.
-const SLOW_INVERSE: Duration = Duration::from_secs(4);
+pub const SLOW_INVERSE: Duration = Duration::from_secs(4);
 
 /// The factor, when the variable is set; a value outside (0, 1] is refused.
 pub fn factor() -> anyhow::Result<Option<f64>> {
@@ -32,34 +31,9 @@ pub fn factor() -> anyhow::Result<Option<f64>> {
     }
 }
 
-fn times(d: Duration, f: f64, floor: Duration) -> Duration {
+/// `d` times `f`, never below `floor` (or `d` itself, when shorter than the floor).
+pub fn times(d: Duration, f: f64, floor: Duration) -> Duration {
     d.mul_f64(f).max(floor.min(d))
-}
-
-/// Shorten a validated run plan (no-op without the variable).
-pub fn scale_run(plan: &mut RunPlan) -> anyhow::Result<()> {
-    let Some(f) = factor()? else { return Ok(()) };
-    plan.nemesis_interval = times(plan.nemesis_interval, f, Duration::from_secs(2));
-    // A scaled phase never outgrows the phase as written.
-    let written: Vec<Duration> = plan.phases.iter().map(|w| w.duration).collect();
-    let faulted: Vec<bool> = plan.phases.iter().map(|w| plan.faulted(w)).collect();
-    for (w, &faulted) in plan.phases.iter_mut().zip(&faulted) {
-        w.duration = times(w.duration, f, Duration::from_millis(500));
-        w.warmup = w.warmup.mul_f64(f);
-        if faulted {
-            // Still long enough for every fault asked for, as validation required as written.
-            w.duration = w.duration.max(plan.nemesis_interval * 2);
-        }
-    }
-    for i in (0..plan.phases.len()).filter(|&i| faulted[i]) {
-        // Plus a few seconds for an inverse that is slow in itself (a compose failover's
-        // undo restarts a container and re-attaches it: 3-5 s), which at full length the
-        // interval's half absorbs and at a 1 s hold would leave no time after the heal.
-        let need = (plan.shortest_fault_phase(&plan.phases[i]) + SLOW_INVERSE).min(written[i]);
-        plan.phases[i].duration = plan.phases[i].duration.max(need);
-    }
-    eprintln!("dlbench: {VAR}={f}: phases and faults shortened (README test mode)");
-    Ok(())
 }
 
 /// Shorten calibrate's measurement length.

@@ -97,6 +97,18 @@ mod tests {
 /// The width every terminal table and the lines under it keep within.
 pub const WIDTH: usize = 100;
 
+/// The columns of the terminal stdout writes to; None when it is not a terminal.
+pub fn terminal_columns() -> Option<usize> {
+    use std::io::IsTerminal as _;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let mut ws = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct it is given, which lives here.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
+}
+
 /// `text` wrapped at spaces to lines of at most `width` characters: the first line indented
 /// by `first`, the rest by `rest` spaces; each line ends in a newline. A word longer than a
 /// line stands alone on its line.

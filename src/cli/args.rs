@@ -453,6 +453,11 @@ pub(crate) struct RunArgs {
     /// exploratory runs.
     #[arg(long, help_heading = "Output")]
     pub(crate) no_fail_on_violation: bool,
+    /// Print every column of the per-phase table. Without it the table keeps within 100
+    /// columns (or a wider terminal's width), naming the columns it left out; summary.md and
+    /// the page have every column.
+    #[arg(long, help_heading = "Output")]
+    pub(crate) wide: bool,
     /// After its phases, measure each backend's expiry (a holder vanishes: time to the next
     /// grant, TTL 3s) and reentrancy (the holder acquires again), for the four-properties
     /// table of the report.

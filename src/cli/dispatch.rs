@@ -39,15 +39,16 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run(a) => {
             install_signals(cancel.clone());
+            let wide = a.wide;
             let mut plan = run_plan(a)?;
             // Validated as written (in run_plan), then shortened when DLBENCH_TIME_SCALE asks
             // (README test).
-            crate::timescale::scale_run(&mut plan)?;
-            Ok(crate::run::run(plan, cancel).await?.map_or(130, |f| output::run_finished(&f)))
+            plan.scale_in_time()?;
+            Ok(crate::run::run(plan, cancel).await?.map_or(130, |f| output::run_finished(&f, wide)))
         }
         Command::Soak(a) => {
             install_signals(cancel.clone());
-            Ok(crate::run::run(soak_plan(a)?, cancel).await?.map_or(130, |f| output::run_finished(&f)))
+            Ok(crate::run::run(soak_plan(a)?, cancel).await?.map_or(130, |f| output::run_finished(&f, false)))
         }
         Command::Up(a) => up(a, cancel).await,
         Command::Check(a) => check(a),

@@ -30,45 +30,68 @@ fn contradicted(summary: &crate::summary::Summary) -> Option<i32> {
 /// A run's (or soak's) report, its tables on the terminal, and its exit status: 130 when
 /// interrupted, the soak's own verdict for a soak, else the worst verdict's (Jepsen's
 /// convention) unless `--no-fail-on-violation`.
-pub(super) fn run_finished(f: &Finished) -> i32 {
-    let code = run_code(f);
+pub(super) fn run_finished(f: &Finished, wide: bool) -> i32 {
+    let code = run_code(f, table_width(wide));
     contradicted(&f.summary).unwrap_or(code)
 }
 
-fn run_code(f: &Finished) -> i32 {
-    let summary = &f.summary;
-    write_report(&f.dir);
+/// The width the per-phase table keeps within: every column with `--wide`; else 100
+/// columns, or the terminal's width when stdout is a wider terminal (a wide table is opt-in).
+fn table_width(wide: bool) -> usize {
+    if wide {
+        usize::MAX
+    } else {
+        crate::util::terminal_columns().map_or(crate::util::WIDTH, |c| c.max(crate::util::WIDTH))
+    }
+}
+
+/// What a finished run prints on stdout, every line within `width` but for `--wide`'s table:
+/// the decision table, then the tables it rests on, each under a heading.
+pub(super) fn run_text(summary: &crate::summary::Summary, dir: &Path, width: usize) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     if summary.has_rows() {
         // The answer first, then the tables it rests on, each under a heading.
-        println!("{}", crate::report::decision::terminal(&summary.decision()));
-        println!("Each phase\n");
+        let _ = writeln!(o, "{}", crate::report::decision::terminal(&summary.decision()));
+        let _ = writeln!(o, "Each phase\n");
     }
-    println!("{}", crate::report::text::table(summary));
+    let _ = writeln!(o, "{}", crate::report::text::table_within(summary, width));
     if summary.backends.iter().any(|b| b.properties.is_some()) {
-        println!("{}", crate::report::text::properties_table(summary));
+        let _ = writeln!(o, "{}", crate::report::text::properties_table(summary));
     }
-    print!("{}", crate::report::text::durability_text(summary));
+    o.push_str(&crate::report::text::durability_text(summary));
     let durability = crate::report::text::durability_markdown(summary);
     if !durability.is_empty() {
-        println!("{}", durability.trim_start());
+        let _ = writeln!(o, "{}", durability.trim_start());
     }
+    // Lines of prose wrap within the width (100 under --wide), their continuations indented.
+    let prose = if width == usize::MAX { crate::util::WIDTH } else { width };
+    let wrap = |text: &str| crate::util::wrap(text, prose, 0, 2);
     for a in crate::report::text::anomalies(summary) {
-        println!("anomaly: {a}");
+        o.push_str(&wrap(&format!("anomaly: {a}")));
     }
     if summary.faults_applied() {
-        println!("{} (per workload)\n", crate::judgement::CLASS_HEADING);
-        println!("{}", crate::report::text::ap_cp_table(summary));
+        let _ = writeln!(o, "{} (per workload)\n", crate::judgement::CLASS_HEADING);
+        let _ = writeln!(o, "{}", crate::report::text::ap_cp_table(summary));
     } else {
         // The same rule as summary.md and the page: faults skipped or shown to do nothing.
-        println!("{}\n", crate::judgement::no_class(summary.faults_without_effect()));
+        o.push_str(&wrap(&crate::judgement::no_class(summary.faults_without_effect())));
+        o.push('\n');
     }
     if let Some(r) = &summary.resources {
-        println!("{}", crate::usage::line(r));
+        o.push_str(&wrap(&crate::usage::line(r)));
     }
     for l in crate::report::text::target_costs(summary) {
-        println!("{l}");
+        o.push_str(&wrap(&l));
     }
-    println!("results: {}", f.dir.join("summary.json").display());
+    let _ = writeln!(o, "results: {}", dir.join("summary.json").display());
+    o
+}
+
+fn run_code(f: &Finished, width: usize) -> i32 {
+    let summary = &f.summary;
+    write_report(&f.dir);
+    print!("{}", run_text(summary, &f.dir, width));
     if !summary.complete {
         return 130;
     }
@@ -134,7 +157,7 @@ pub(super) fn trended(t: &crate::trend::Trend, html: &Path, json: Option<&Path>)
 /// exit status unless `--no-fail-on-violation`.
 pub(super) fn merged(summary: &crate::summary::Summary, dir: &Path, fail_on_violation: bool) -> i32 {
     write_report(dir);
-    println!("{}", crate::report::text::table(summary));
+    println!("{}", crate::report::text::table_within(summary, table_width(false)));
     println!("{}", crate::report::text::shard_markdown(summary));
     println!("results: {}", dir.join("summary.json").display());
     let code = if fail_on_violation { crate::judgement::exit_code(summary.worst()) } else { 0 };

@@ -50,6 +50,7 @@ pub(crate) fn soak_plan(a: SoakArgs) -> anyhow::Result<RunPlan> {
         connect_timeout: a.connect_timeout,
         connections: a.connections,
         no_fail_on_violation: true,
+        wide: false,
         properties: false,
         repeat: rounds,
         shard: None,

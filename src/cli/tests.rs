@@ -261,3 +261,27 @@ fn the_default_plan_is_the_answer() {
         assert!(e.contains(want) && !e.contains('\n'), "{args:?}: {e}");
     }
 }
+
+/// What a run prints keeps within 100 columns by default: the real default run of the
+/// decision fixture (five backends, speed and fault rounds, whose per-phase table is some 150
+/// columns wide with every column), and the same run with one verdict doctored to a long
+/// headline. With `--wide` (no limit) the same text has longer lines: the test can fail.
+#[test]
+fn a_run_prints_nothing_over_100_columns_unless_asked() {
+    let mut s: crate::summary::Summary = serde_json::from_str(include_str!("../../tests/fixtures/decision/summary.json")).unwrap();
+    let dir = std::path::Path::new("results/20261207-000000-abcd");
+    let over = |t: &str| t.lines().filter(|l| l.chars().count() > crate::util::WIDTH).map(String::from).collect::<Vec<_>>();
+    let wide = output::run_text(&s, dir, usize::MAX);
+    assert!(!over(&wide).is_empty(), "the fixture's full table should be wider than 100 columns");
+    let long = "unsafe; NOT RECOVERED: no grant in the 5.1 s after a heal, 3 overlaps, 2 lost updates, a verdict with many words in it";
+    s.backends[1].workloads[0].verdict.as_mut().unwrap().headline = long.into();
+    let text = output::run_text(&s, dir, crate::util::WIDTH);
+    assert_eq!(over(&text), Vec::<String>::new(), "lines over 100 columns:\n{text}");
+    // Nothing is lost by fitting: the long headline is all there, wrapped under its column,
+    // and the columns left out are named.
+    let words: Vec<&str> = text.split_whitespace().collect();
+    assert!(words.windows(long.split_whitespace().count()).any(|w| w.join(" ") == long), "the long verdict is cut:\n{text}");
+    assert!(text.contains("Left out to fit 100 columns: handoff p50") && text.contains("--wide prints them"), "{text}");
+    // A terminal wider than the table prints it whole.
+    assert!(output::run_text(&s, dir, 400).lines().all(|l| !l.starts_with("Left out")));
+}

@@ -87,7 +87,11 @@ pub fn compare_checked(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>,
 pub fn compare_gated(base: &Summary, new: &Summary, t: &BTreeMap<String, f64>, gate: &Gate, allow_mismatch: bool) -> anyhow::Result<Comparison> {
     let m = mismatches(base, new);
     if !m.is_empty() && !allow_mismatch {
-        anyhow::bail!("the runs cannot be compared, they differ in {}; pass --allow-mismatch to compare anyway", m.join(", "));
+        // The default plan's fault round on one side only (a speed baseline against a plain
+        // `dlbench run`): say which runs would compare.
+        let preset = m.iter().any(|x| x.starts_with("fault schedule (none vs") || (x.starts_with("fault schedule (") && x.ends_with(" vs none)")));
+        let hint = if preset { "; runs of one --preset compare (the baselines are --preset speed)" } else { "" };
+        anyhow::bail!("the runs cannot be compared, they differ in {}{hint}; pass --allow-mismatch to compare anyway", m.join(", "));
     }
     let mut c = compare_with(base, new, t, gate);
     c.mismatches = m;

@@ -242,6 +242,14 @@ fn unlike_runs_are_refused_and_a_kernel_build_is_a_note() {
     let mut faulted = a.clone();
     faulted.nemesis_schedule = vec!["kill".into()];
     assert!(mismatches(&a, &faulted).join(", ").contains("fault schedule (none vs kill)"));
+    // A speed baseline against the default plan (a fault round): the refusal names the preset
+    // that compares; unlike fencing alone does not.
+    for (x, y) in [(&a, &faulted), (&faulted, &a)] {
+        let e = compare_checked(x, y, &thresholds(&[]).unwrap(), false).unwrap_err().to_string();
+        assert!(e.contains("runs of one --preset compare"), "{e}");
+    }
+    let e = compare_checked(&on, &b, &thresholds(&[]).unwrap(), false).unwrap_err().to_string();
+    assert!(!e.contains("--preset"), "{e}");
     let mut rebuilt = a.clone();
     rebuilt.machine.kernel = format!("{} (another build)", a.machine.kernel);
     assert!(mismatches(&a, &rebuilt).is_empty(), "a kernel build alone is the same machine class");

@@ -1,5 +1,5 @@
 //! The decision table (`summary::decision`) laid out: on the terminal within [`WIDTH`]
-//! columns and in summary.md first, on the page under the matrix, under the same heading.
+//! columns, and first in summary.md and on the page, under the same heading.
 
 use std::fmt::Write as _;
 
@@ -81,26 +81,37 @@ pub fn markdown(d: &Decision) -> String {
     out
 }
 
-/// The table on the page, under the matrix: nine short columns, in a box that scrolls on a
-/// narrow screen rather than widening the page; the sentences under it.
+/// The table on the page, first: nine short columns, in a box that scrolls rather than
+/// widening the page; the sentences under it. On a phone-sized screen the nodes and p99
+/// columns give way (their figures join each backend's sentence), so the words that decide,
+/// safety to CP / AP, stay on the first screen.
 pub fn html(d: &Decision) -> String {
     let heads = d.header();
-    let mut h = format!("<section id=\"decision\"><h2>{}</h2><div class=\"scroll\"><table class=\"decision\"><tr>", esc(HEADING));
+    let minor = |x: &str| MOVABLE.contains(&x);
+    let mut h = format!("<section id=\"decision\"><h2>{}</h2><div class=\"scroll\" id=\"decision-box\"><table class=\"decision\" id=\"decision-table\"><tr>", esc(HEADING));
     for x in &heads {
-        let _ = write!(h, "<th>{}</th>", esc(x));
+        let class = if minor(x) { " class=\"minor\"" } else { "" };
+        let _ = write!(h, "<th{class}>{}</th>", esc(x));
     }
     h.push_str("</tr>");
-    for r in d.cells() {
+    let cells = d.cells();
+    for r in &cells {
         h.push_str("<tr>");
         for (c, x) in r.iter().zip(&heads) {
-            let class = if figure(d, x) { " class=\"num\"" } else { "" };
+            let class = match (figure(d, x), minor(x)) {
+                (true, true) => " class=\"num minor\"",
+                (false, true) => " class=\"minor\"",
+                (true, false) => " class=\"num\"",
+                (false, false) => "",
+            };
             let _ = write!(h, "<td{class}>{}</td>", esc(c));
         }
         h.push_str("</tr>");
     }
     let _ = write!(h, "</table></div><p><small>{}</small></p><ul>", esc(&d.caption()));
-    for r in &d.rows {
-        let _ = write!(h, "<li>{}</li>", esc(&r.sentence));
+    for (r, cells) in d.rows.iter().zip(&cells) {
+        let moved: Vec<String> = heads.iter().zip(cells).filter(|(x, _)| minor(x)).map(|(x, c)| format!("{x} {c}")).collect();
+        let _ = write!(h, "<li>{}<span class=\"narrow\">; {}</span></li>", esc(&r.sentence), esc(&moved.join("; ")));
     }
     h.push_str("</ul></section>");
     h

@@ -30,7 +30,10 @@ h1{margin:0.3em 0}.answer td,.answer th{text-align:left;vertical-align:top;paddi
 .good{background:#dff3e4;color:#14592a}.caution{background:#fff1cc;color:#6b4d00}.bad{background:#fbdada;color:#9b1c1c}.untested{background:#eceff1;color:#455a64}\
 .key{font-size:0.85em;color:#444;margin:0.3em 0}#answer-sentences{margin:0.3em 0 1.5em}\
 td{white-space:nowrap}td.l{white-space:normal;min-width:11em}td.long{min-width:22em}th{min-width:4.5em}\
-@media (max-width:600px){body{margin:0.5em}table{font-size:0.8em}dl{grid-template-columns:auto}dd{margin-left:0.5em}}";
+.decision .narrow{display:none}\
+@media (max-width:600px){body{margin:0.5em}table{font-size:0.8em}dl{grid-template-columns:auto}dd{margin-left:0.5em}\
+table.decision{font-size:0.7em}table.decision td,table.decision th{white-space:normal;padding:2px;min-width:0}\
+table.decision .minor{display:none}.decision .narrow{display:inline}}";
 
 /// What the page's columns and labels mean: the one glossary (`judgement::glossary`), which
 /// `dlbench run --help` and docs/glossary.md carry too.
@@ -50,13 +53,13 @@ pub fn page(input: &Input, plots: &[(String, PathBuf)], excerpts: &Excerpts) -> 
     if let Some(why) = &input.incomplete {
         let _ = write!(h, "<p class=\"banner\" id=\"incomplete\"><b>Incomplete run</b>: {}.</p>", esc(why));
     }
-    // The answer first; everything it rests on below it, by workload, then the run's details.
-    // The matrix holds the first screen (every backend under every condition); the decision
-    // table, one row per backend, follows it.
-    h.push_str(&super::glance::answer(s));
+    // The answer first, as on the terminal and in summary.md: the decision table (one row
+    // per backend, its CP / AP words on the first screen), then the matrix (every backend
+    // under every condition), then what they rest on by workload, then the run's details.
     if s.has_rows() {
         h.push_str(&super::decision::html(&s.decision()));
     }
+    h.push_str(&super::glance::answer(s));
     let mut shown = vec![false; plots.len()];
     for w in workload_names(s) {
         h.push_str(&by_workload(s, &w, plots, &mut shown));

@@ -59,35 +59,15 @@ fn rows(s: &Summary) -> Vec<(&'static str, [String; COLS])> {
     out
 }
 
-/// The table for a terminal: aligned columns, one line per phase, the backends in family
-/// order (database, Redis, consensus) without heading lines.
+/// The table for a terminal with every column: aligned, one line per phase, the backends in
+/// family order (database, Redis, consensus) without heading lines (`--wide`).
 pub fn table(s: &Summary) -> String {
-    let rows: Vec<[String; COLS]> = rows(s).into_iter().map(|(_, r)| r).collect();
-    let mut width: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
-            if !(i == 1 && c.starts_with("FAILED")) {
-                width[i] = width[i].max(c.chars().count());
-            }
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: &[String], out: &mut String| {
-        for (i, c) in cells.iter().enumerate() {
-            if i < 2 {
-                let _ = write!(out, "{:<w$}  ", c, w = width[i]);
-            } else {
-                let _ = write!(out, "{:>w$}  ", c, w = width[i]);
-            }
-        }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
-    };
-    line(&HEADER.map(String::from), &mut out);
-    for r in &rows {
-        line(r, &mut out);
-    }
-    out
+    fit::within(s, usize::MAX)
+}
+
+/// The same table within `width` columns, as a run prints it by default ([`fit::within`]).
+pub fn table_within(s: &Summary, width: usize) -> String {
+    fit::within(s, width)
 }
 
 /// The same table in Markdown.
@@ -413,7 +393,8 @@ pub fn durability_text(s: &Summary) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    format!("Durability (the servers' settings) and verdict:\n{}", lines.iter().map(|l| format!("- {l}\n")).collect::<String>())
+    let items: String = lines.iter().map(|l| crate::util::wrap(&format!("- {l}"), crate::util::WIDTH, 0, 2)).collect();
+    format!("Durability (the servers' settings) and verdict:\n{items}\n")
 }
 
 /// The cost table as Markdown (empty when nothing measured it).
@@ -521,6 +502,8 @@ pub fn hits_terminal(hits: &[Hit]) -> String {
     }
     s
 }
+
+mod fit;
 
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 //! - here: the run's steps, in the order they happen.
 
 mod plan;
+mod scaled;
 mod settings;
 mod target;
 

@@ -12,6 +12,8 @@ use std::process::{Command, Stdio};
 use common::{dlbench, scratch};
 
 const PROJECT: &str = "dlbenchtest";
+/// The first line a run prints (src/report/decision.rs's HEADING).
+const DECISION_HEADING: &str = "The answer: speed, safety under faults, availability, CP / AP";
 
 /// `docker compose` (the plugin) or `docker-compose` (the standalone tool), whichever runs.
 fn compose_tool() -> Option<Vec<&'static str>> {
@@ -285,6 +287,32 @@ fn compose_topology_runs_the_bench_and_records_a_kill() {
     assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty(), "delay sidecars left after the run: {}", String::from_utf8_lossy(&left.stdout));
     let etcd_clock = events("etcd", "clock");
     assert!(!etcd_clock.is_empty() && etcd_clock.iter().all(|p| p == "skipped"), "etcd has no clock shim: its clock fault must be skipped, got {etcd_clock:?}");
+    let _ = std::fs::remove_dir_all(&host_dir);
+
+    // The answer inside the network, as docs/docker.md gives it (`docker compose run --rm
+    // bench run`, no flags): the default plan's speed workloads, then its fault round through
+    // Docker (kill and pause of each backend's leader or server), a class observed for each
+    // of the five. Exit 1 is Redis's finding (no persistence: killed, it restarts empty).
+    let rel = format!("results/compose-test-answer-{}", std::process::id());
+    let host_dir = repo().join(&rel);
+    let out = compose().args(["run", "--rm", "-e", "DLBENCH_TIME_SCALE=", "bench", "run", "--out", &rel]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "the default plan inside the network: {:?}\n{stdout}\n{stderr}", out.status);
+    assert!(stderr.contains("using compose project") && stderr.contains("(by name, inside its network)"), "not run from inside the network:\n{stderr}");
+    assert!(stdout.starts_with(DECISION_HEADING), "the decision table first:\n{stdout}");
+    let summary = std::fs::read_dir(&host_dir).unwrap().flatten().map(|e| e.path().join("summary.json")).find(|p| p.is_file()).expect("summary.json of the answer run");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    for b in ["postgres", "redis", "redlock", "zookeeper", "etcd"] {
+        let s = summary["backends"].as_array().unwrap().iter().find(|x| x["name"] == b).unwrap_or_else(|| panic!("{b} missing:\n{stdout}"));
+        let round = s["workloads"].as_array().unwrap().iter().find(|w| w["name"] == "faults").unwrap_or_else(|| panic!("{b}: no fault round:\n{stdout}"));
+        let v = &round["verdict"];
+        assert!(v["class_observed"].is_string(), "{b}: no class observed under the fault round inside the network: {v}\n{stdout}");
+        for speed in ["hot-key", "many-keys"] {
+            let w = s["workloads"].as_array().unwrap().iter().find(|w| w["name"] == speed).unwrap_or_else(|| panic!("{b}: no {speed} phase"));
+            assert!(w["ops_per_sec"].as_f64().unwrap() > 0.0, "{b} {speed}: nothing acquired");
+        }
+    }
     let _ = std::fs::remove_dir_all(&host_dir);
 
     // Failover from inside: the replica promoted and named `redis`, the old primary back as

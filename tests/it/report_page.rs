@@ -1,7 +1,9 @@
 //! report.html as a person sees it, in headless Chromium at 1,280 and 390 px, for a run
-//! without faults, a run with faults and a `--backends all` run: the answer (the matrix) is
-//! on the first screen, the page never scrolls sideways, no table cell wraps past three
-//! lines, no debug text shows, and every chart draws each of its series.
+//! without faults, a run with faults, a `--backends all` run and the answer plan's own run:
+//! the answer (the decision table, its CP / AP words) is on the first screen and never
+//! scrolls sideways at 1,280, the matrix follows it, the page never scrolls sideways, no
+//! table cell wraps past three lines, no debug text shows, and every chart draws each of its
+//! series.
 
 use crate::common;
 
@@ -16,7 +18,12 @@ fn short_run(name: &str, args: &[&str]) -> PathBuf {
     let _g = common::heavy();
     let dir = scratch(name);
     let out = dlbench().arg("run").args(args).args(["--no-fail-on-violation", "--out"]).arg(&dir).stderr(Stdio::inherit()).output().unwrap();
-    assert!(matches!(out.status.code(), Some(0 | 1 | 3)), "{name}: {}", String::from_utf8_lossy(&out.stdout));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(matches!(out.status.code(), Some(0 | 1 | 3)), "{name}: {stdout}");
+    // The terminal's side of the same rule: nothing a run prints by default is wider than 100
+    // columns (--wide is opt-in), but the path it names.
+    let wide: Vec<&str> = stdout.lines().filter(|l| l.chars().count() > 100 && !l.starts_with("results: ")).collect();
+    assert!(wide.is_empty(), "{name}: lines over 100 columns without --wide:\n{}", wide.join("\n"));
     let run = std::fs::canonicalize(dir.join("latest")).unwrap();
     let rep = dlbench().arg("report").arg(&run).output().unwrap();
     assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
@@ -50,6 +57,19 @@ struct Seen {
     width: f64,
     /// The bottom of the answer matrix, from the top of the page (-1: no matrix).
     matrix_bottom: f64,
+    /// The bottom of the decision table, from the top of the page (-1: none).
+    decision_bottom: f64,
+    /// How far the decision table's box scrolls sideways, px (0: it fits).
+    decision_overflow: f64,
+    /// The decision table's text, as shown.
+    decision: String,
+    /// The right and bottom edges of the decision table's last column (CP / AP), px from the
+    /// page's left and top (-1: none).
+    class_right: f64,
+    class_bottom: f64,
+    /// The right edge of what shows of the table: its scroll box's, within the viewport
+    /// (less the vertical scroll bar).
+    seen_right: f64,
     /// Table cells laid out on more than three lines: "lines: text".
     wrapped: Vec<String>,
     /// The text a person sees (closed <details> and styles excluded).
@@ -62,6 +82,11 @@ const PROBE_JS: &str = r#"
 var f=document.getElementById('f');f.addEventListener('load',function(){var o=document.getElementById('probe');try{
 var d=f.contentDocument,r={};r.width=d.documentElement.scrollWidth;var m=d.getElementById('answer-matrix');
 r.matrix_bottom=m?m.getBoundingClientRect().bottom+d.documentElement.scrollTop:-1;r.wrapped=[];
+var t=d.getElementById('decision-table'),b=d.getElementById('decision-box');r.decision_bottom=t?t.getBoundingClientRect().bottom+d.documentElement.scrollTop:-1;
+r.decision_overflow=b?b.scrollWidth-b.clientWidth:0;r.decision=t?t.innerText:'';r.class_right=-1;r.class_bottom=-1;
+r.seen_right=Math.min(d.documentElement.clientWidth,b?b.getBoundingClientRect().right:1e9);
+if(t){[].slice.call(t.rows).forEach(function(row){var c=row.cells[row.cells.length-1].getBoundingClientRect();
+r.class_right=Math.max(r.class_right,c.right+d.documentElement.scrollLeft);r.class_bottom=Math.max(r.class_bottom,c.bottom+d.documentElement.scrollTop);});}
 [].slice.call(d.querySelectorAll('td,th')).forEach(function(c){var rects=[],tw=d.createTreeWalker(c,NodeFilter.SHOW_TEXT),n;
 while((n=tw.nextNode())){if(!n.textContent.trim())continue;var rg=d.createRange();rg.selectNodeContents(n);
 [].slice.call(rg.getClientRects()).forEach(function(x){if(x.height>0)rects.push([x.top,x.bottom]);});}
@@ -112,21 +137,38 @@ fn probe(page: &Path, width: u32, height: u32) -> Seen {
     Seen {
         width: v["width"].as_f64().unwrap(),
         matrix_bottom: v["matrix_bottom"].as_f64().unwrap(),
+        decision_bottom: v["decision_bottom"].as_f64().unwrap(),
+        decision_overflow: v["decision_overflow"].as_f64().unwrap(),
+        decision: v["decision"].as_str().unwrap().to_string(),
+        class_right: v["class_right"].as_f64().unwrap(),
+        class_bottom: v["class_bottom"].as_f64().unwrap(),
+        seen_right: v["seen_right"].as_f64().unwrap(),
         wrapped: v["wrapped"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect(),
         text: v["text"].as_str().unwrap().to_string(),
     }
 }
 
-/// What a person would object to at this width (the first screen is 800 px tall at 1,280).
-fn problems(s: &Seen, width: u32, first_screen: Option<u32>) -> Vec<String> {
+/// What a person would object to at this width and first-screen height: the answer (the
+/// decision table) below the first screen, its CP / AP column out of sight, the table
+/// scrolling sideways at 1,280 px, no matrix after it.
+fn problems(s: &Seen, width: u32, height: u32) -> Vec<String> {
     let mut p = Vec::new();
     if s.matrix_bottom < 0.0 {
         p.push("no answer matrix".to_string());
     }
-    if let Some(h) = first_screen {
-        if s.matrix_bottom > h as f64 {
-            p.push(format!("the matrix ends at {} px, below the first screen ({h} px)", s.matrix_bottom));
-        }
+    if s.decision_bottom < 0.0 {
+        p.push("no decision table".to_string());
+    } else if !s.decision.contains("CP/AP") {
+        p.push(format!("the decision table has no CP/AP column: {}", s.decision));
+    }
+    if s.decision_bottom > height as f64 {
+        p.push(format!("the decision table ends at {} px, below the first screen ({height} px)", s.decision_bottom));
+    }
+    if s.class_right > s.seen_right + 0.5 || s.class_bottom > height as f64 {
+        p.push(format!("the CP/AP column is out of the first screen at {width} px (right {} px of {} shown, bottom {} px)", s.class_right, s.seen_right, s.class_bottom));
+    }
+    if width >= 1280 && s.decision_overflow > 0.0 {
+        p.push(format!("the decision table scrolls sideways by {} px at {width} px", s.decision_overflow));
     }
     if s.width > width as f64 {
         p.push(format!("the page is {} px wide at {width} px", s.width));
@@ -146,25 +188,26 @@ fn problems(s: &Seen, width: u32, first_screen: Option<u32>) -> Vec<String> {
 
 fn check_page(run: &Path) {
     let page = run.join("report.html");
-    for (width, height, first) in [(1280, 800, Some(800)), (390, 844, None)] {
+    for (width, height) in [(1280, 800), (390, 844)] {
         let seen = probe(&page, width, height);
-        let p = problems(&seen, width, first);
+        let p = problems(&seen, width, height);
         assert!(p.is_empty(), "{} at {width} px:\n{}", page.display(), p.join("\n"));
     }
 }
 
-/// The probe has teeth: a page with the matrix pushed below the fold, a wide element, a
-/// six-line cell and debug text fails on each.
+/// The probe has teeth: a page with the decision table pushed below the fold and made to
+/// scroll sideways, a wide element, a six-line cell and debug text fails on each.
 fn check_probe_fails_on_a_broken_page(run: &Path) {
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     let broken = html
-        .replacen("<section id=\"answer\">", "<div style=\"height:900px\"></div><section id=\"answer\">", 1)
+        .replacen("<section id=\"decision\">", "<div style=\"height:900px\"></div><section id=\"decision\">", 1)
+        .replacen("<table class=\"decision\" id=\"decision-table\">", "<table class=\"decision\" id=\"decision-table\" style=\"min-width:3000px\">", 1)
         .replacen("</body>", "<div style=\"width:2000px\">wide</div><table><tr><td><div style=\"width:2em;white-space:normal\">a b c d e f g h i j k</div></td></tr></table><p>token Some(1)</p></body>", 1);
     let page = run.join("report-broken.html");
     std::fs::write(&page, broken).unwrap();
-    let p = problems(&probe(&page, 1280, 800), 1280, Some(800)).join("\n");
+    let p = problems(&probe(&page, 1280, 800), 1280, 800).join("\n");
     let _ = std::fs::remove_file(&page);
-    for want in ["below the first screen", "px wide at 1280", "a cell wraps", "debug text \"Some(\""] {
+    for want in ["below the first screen", "CP/AP column is out of the first screen", "scrolls sideways by", "px wide at 1280", "a cell wraps", "debug text \"Some(\""] {
         assert!(p.contains(want), "the probe missed {want:?} on a broken page:\n{p}");
     }
 }
@@ -181,6 +224,26 @@ fn the_answer_is_on_the_first_screen_with_faults() {
     let html = std::fs::read_to_string(fault_run().join("report.html")).unwrap();
     let head = html.split("id=\"answer-matrix\"").nth(1).and_then(|r| r.split("</tr>").next()).unwrap();
     assert!(head.contains("under pause") || head.contains("under kill"), "a fault column: {head}");
+    let seen = probe(&fault_run().join("report.html"), 1280, 800);
+    assert!(seen.decision.contains("CP ->"), "no class claimed -> observed in the decision table on the first screen: {}", seen.decision);
+}
+
+/// The answer plan's page (the README's command 1: five backends, speed and fault rounds),
+/// drawn from the decision fixture's real summary: the CP / AP words of every backend on the
+/// first screen at 1,280 px, nothing scrolling sideways, no cell over three lines at 390.
+#[test]
+fn the_answer_plans_page_shows_the_classes_on_the_first_screen() {
+    let dir = scratch("page-answer").join("20261207-000000-fix0");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/decision/summary.json"), dir.join("summary.json")).unwrap();
+    let rep = dlbench().arg("report").arg(&dir).output().unwrap();
+    assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
+    check_page(&dir);
+    let seen = probe(&dir.join("report.html"), 1280, 800);
+    for (backend, class) in [("postgres", "CP -> CP"), ("redis", "CP -> neither"), ("redlock", "AP -> CP+A"), ("zookeeper", "CP -> CP"), ("etcd", "CP -> CP")] {
+        let row = seen.decision.lines().find(|l| l.starts_with(backend)).unwrap_or_else(|| panic!("no {backend} row: {}", seen.decision));
+        assert!(row.contains(class), "{backend}: {class:?} not on the first screen: {row}");
+    }
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn the_default_run_answers_in_one_table_within_100_columns() {
     // summary.md and the page open with the same rows.
     let md = markdown(&d);
     assert!(md.contains("| redis | 1 RAM |"), "{md}");
-    assert!(html(&d).contains("<td>redis</td><td>1 RAM</td>"));
+    assert!(html(&d).contains("<td>redis</td><td class=\"minor\">1 RAM</td>"), "{}", html(&d));
 }
 
 /// A run without faults says so in every fault cell and names the command that measures
