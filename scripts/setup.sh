@@ -1,15 +1,16 @@
 #!/bin/sh
-# Install what dlbench and its tests need on Debian (run as root): the lock servers, the
-# official clients used by the interop tests, protoc for etcd-client's build, and a C
-# compiler for the clock shim the clock-jump scenario preloads into Redis, and chromium,
-# in which the tests render the HTML report, and openssl, which makes the TLS tests' certificates,
-# and PgBouncer, through which scenario U6 takes advisory locks, and fuse3 (fusermount3) for the
-# power-loss layer (faultfs/; it mounts with the mount syscall as root, fusermount3 otherwise).
+# Install what dlbench needs on Debian (run as root): the lock servers, protoc for
+# etcd-client's build, a C compiler for the clock shim the clock-jump scenario preloads into
+# Redis, openssl, PgBouncer (through which scenario U6 takes advisory locks) and fuse3
+# (fusermount3) for the power-loss layer (it mounts with the mount syscall as root,
+# fusermount3 otherwise). With --peers, also what only the tests need: chromium, in which
+# they render the HTML report, and the official lock clients they run beside dlbench.
 # Idempotent: does nothing when everything is already installed.
 #
-#   sh scripts/setup.sh            the servers and tools dlbench and its tests need
-#   sh scripts/setup.sh --peers    also the official clients for `dlbench calibrate --peers`
-#                                  (Go, a JDK with Curator, a Python venv; see setup-peers.sh)
+#   sh scripts/setup.sh            the servers and tools `dlbench` needs (README command 1)
+#   sh scripts/setup.sh --peers    also what the tests need (README command 2): chromium and the
+#                                  official clients for `dlbench calibrate --peers` (Go, a JDK
+#                                  with Curator, a Python venv; see setup-peers.sh)
 set -eu
 peers=no
 for arg in "$@"; do
@@ -19,7 +20,9 @@ for arg in "$@"; do
     esac
 done
 PACKAGES="etcd-server etcd-client zookeeper redis-server redis-tools postgresql mariadb-server mariadb-client nats-server \
-protobuf-compiler libprotobuf-dev gcc chromium openssl pgbouncer fuse3"
+protobuf-compiler libprotobuf-dev gcc openssl pgbouncer fuse3"
+# What only the tests need: the page is rendered in a browser there, never by dlbench.
+[ "$peers" = yes ] && PACKAGES="$PACKAGES chromium"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -238,6 +238,10 @@ pub struct Windows {
     longest_gap: u64,
 }
 
+/// A stretch without any grant this long is a silence the waiting clients cover (a working
+/// lock's gaps between grants are shorter; a frozen or dead server's last its fault's time).
+const SILENCE: u64 = 500 * MS;
+
 impl Windows {
     pub fn new(ctx: &Context) -> Windows {
         let windows = ctx.faults.clone();
@@ -368,9 +372,17 @@ impl Windows {
                 asked_after: asked(heal, se),
                 silent_tail_ms: tail.map_or(0, |(g, _)| (heal - g) / MS),
                 asked_tail: tail.map_or(0.0, |(_, a)| a),
-                covered_fault: tail.map(|(g, a)| {
-                    let inside = self.line.sum_time(&self.line.inside, w.start, g) / nkeys;
-                    ((inside + a * (heal - g) as f64) / (heal - w.start) as f64).min(1.0)
+                // Grants stopped part-way (the tail after the last, its clients asking), or
+                // paused at its start or in its middle (a server whose freeze or thaw came a
+                // moment before or after the fault's stamps): the holders and the clients kept
+                // waiting where nothing was granted cover it, whichever reads more.
+                covered_fault: (heal > w.start && self.line.sum(&self.line.grants, w.start, heal) > 0.0).then(|| {
+                    let union = self.line.covered(w.start, heal, nkeys, SILENCE);
+                    let tail = tail.map_or(0.0, |(g, a)| {
+                        let inside = self.line.sum_time(&self.line.inside, w.start, g) / nkeys;
+                        ((inside + a * (heal - g) as f64) / (heal - w.start) as f64).min(1.0)
+                    });
+                    union.max(tail)
                 }),
                 covered_after: self.first_after_heal[i].filter(|&g| g > heal && g < se).map(|g| {
                     let inside = self.line.sum_time(&self.line.inside, g, se) / nkeys;

@@ -86,7 +86,7 @@ impl Client {
         };
         match flow {
             Flow::Go => {}
-            Flow::Retire => match self.retire().await {
+            Flow::Retire => match self.retire(turn.key).await {
                 Flow::Go | Flow::Retire => {}
                 other => return other,
             },
@@ -275,7 +275,7 @@ impl Client {
     /// place (Jepsen's rule for `info`). Like an application that saw the error, it closes
     /// its session (revoking its lease, freeing any claim it may hold) if the servers
     /// answer in time; if they do not, the claim expires with its TTL.
-    async fn retire(&mut self) -> Flow {
+    async fn retire(&mut self, key: u32) -> Flow {
         let sh = self.sh.clone();
         if tokio::time::timeout(RETIRE_CLOSE, self.client.close()).await.is_err() {
             self.client.abandon().await;
@@ -285,7 +285,7 @@ impl Client {
             return Flow::End;
         }
         self.p = sh.next_process.fetch_add(1, Ordering::Relaxed);
-        let Some(next) = new_client(&sh, self.c).await else { return Flow::End };
+        let Some(next) = self.reopen(key).await else { return Flow::End };
         self.client = next;
         // The fault that made the outcome unknown is likely still there.
         if !sleep_until(&sh, Instant::now() + Duration::from_millis(50)).await {
@@ -300,6 +300,33 @@ impl Client {
             self.sh.first_keys.lock().unwrap()[self.c] = self.sample;
         }
         self.client.close().await;
+    }
+}
+
+impl Client {
+    /// The replacement process opens its session. Each attempt that cannot reach the servers
+    /// is recorded as an acquire of `key` the lock refused: the process wants the lock, and a
+    /// server that wrongly answered would have granted it, so the windows see the clients
+    /// asking through a dead server as they see them waiting on a frozen one. A failure whose
+    /// outcome is unknown (it reached a server) retires that process too.
+    async fn reopen(&mut self, key: u32) -> Option<Box<dyn DistLock>> {
+        let sh = self.sh.clone();
+        loop {
+            let t0 = Instant::now();
+            let r = sh.backend.client().await;
+            let Err(e) = r else { return r.ok() };
+            let measured = t0 >= sh.measure_from;
+            sh.op(Record::Invoke { p: self.p, f: Op::Acquire, key, ns: sh.hist_ns(t0) });
+            sh.op(Record::completion(self.p, Op::Acquire, key, sh.hist_ns(Instant::now()), Err(&e)));
+            sh.recorder.failed(self.c, e.kind(), measured);
+            if !e.is_definite() {
+                self.p = sh.next_process.fetch_add(1, Ordering::Relaxed);
+            }
+            tokio::select! {
+                _ = sh.stop.cancelled() => return None,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
     }
 }
 

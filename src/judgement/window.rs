@@ -160,7 +160,9 @@ fn strength(w: &WindowFigures) -> (Strength, String) {
         match w.covered_fault.filter(|&c| c > e) {
             // Grants stopped part-way (a paused leader): the clients it then kept waiting
             // cover the rest, as they cover a fault that granted nothing at all.
-            Some(c) => (
+            // The tail after the last grant is the fault's silence (nine tenths of its longest
+            // or more): said as a tail; a longer silence elsewhere is said as such, below.
+            Some(c) if w.silent_tail_ms > 0 && w.asked_tail > 0.0 && w.silent_tail_ms * 10 >= w.longest_silence_ms * 9 => (
                 c >= WEAK_EXPOSURE,
                 format!(
                     "holders inside {} of the fault; granted nothing in its last {} ms while clients asked {} of them ({} covered)",
@@ -169,6 +171,12 @@ fn strength(w: &WindowFigures) -> (Strength, String) {
                     percent(w.asked_tail),
                     percent(c)
                 ),
+            ),
+            // A silence elsewhere in the fault (a server frozen or dead from its start, whose
+            // thaw came a moment before the heal's stamp): the clients kept waiting in it.
+            Some(c) => (
+                c >= WEAK_EXPOSURE,
+                format!("holders inside {} of the fault; granted nothing for {} ms of it while clients waited ({} covered)", percent(e), w.longest_silence_ms, percent(c)),
             ),
             None => (e >= WEAK_EXPOSURE, format!("holders inside {} of the fault", percent(e))),
         }

@@ -585,6 +585,9 @@ fn faults_that_cannot_all_take_effect_are_refused_before_starting() {
         // A target that means nothing on every backend asked is refused, not stood in for.
         (&["--backends", "redlock", "--nemesis", "kill:leader"][..], "--nemesis kill:leader means nothing here (redlock has no leader"),
         (&["--backends", "redis", "--nemesis", "pause:follower"][..], "redis runs on one node, so it has no follower"),
+        // The answer plan where it cannot run (issue 50): refused before anything exists.
+        (&["--backends", "memory", "--preset", "answer"][..], "--preset answer kills servers and the memory backend has none"),
+        (&["--backends", "redis", "--preset", "answer", "--nemesis", "kill"][..], "--preset answer chooses its own faults"),
     ] {
         let dir = scratch("refused-faults");
         let out = dlbench().arg("run").args(args).arg("--out").arg(&dir).output().unwrap();

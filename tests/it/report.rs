@@ -64,7 +64,7 @@ fn chromium_dom(page: &Path) -> String {
         .arg(format!("file://{}", page.display()))
         .stderr(Stdio::null())
         .output()
-        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh installs it");
+        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh --peers installs it (the tests' set-up)");
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
@@ -91,7 +91,7 @@ fn chromium_probe(page: &Path, width: u32) -> (usize, String, u32) {
         .arg(format!("file://{}", wrapper.display()))
         .stderr(Stdio::null())
         .output()
-        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh installs it");
+        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh --peers installs it (the tests' set-up)");
     let _ = std::fs::remove_file(&wrapper);
     let dom = String::from_utf8_lossy(&out.stdout).to_string();
     let probe = dom.split("probe images=").nth(1).and_then(|r| r.split(" end").next()).unwrap_or_else(|| panic!("the probe did not run: {}", &dom[dom.len().saturating_sub(300)..]));

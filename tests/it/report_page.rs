@@ -128,7 +128,7 @@ fn probe(page: &Path, width: u32, height: u32) -> Seen {
         .arg(format!("file://{}", wrapper.display()))
         .stderr(Stdio::null())
         .output()
-        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh installs it");
+        .expect("chromium (Debian package chromium) must be installed: scripts/setup.sh --peers installs it (the tests' set-up)");
     let _ = std::fs::remove_file(&wrapper);
     let dom = String::from_utf8_lossy(&out.stdout);
     let enc = dom.split("PROBE").nth(1).and_then(|r| r.split("END").next()).unwrap_or_else(|| panic!("the probe did not run on {}", page.display()));

@@ -67,6 +67,44 @@ impl Line {
         (self.at(a)..=self.at(b - 1)).rev().find(|&k| self.grants[k] > 0).map(|k| ((k as u64 + 1) * self.width).min(b).max(a))
     }
 
+    /// The share of `[a, b)` a second holder would have been seen in: the time holders were
+    /// inside (per key), and within each silence of at least `silence` (no grant at all: a
+    /// frozen server, a dead one, its thaw a moment before the fault's stamp) the time some
+    /// client was kept waiting, where that is more (a wrong grant would have gone to one of
+    /// them). The short gaps between grants of a working lock are not silences: there only
+    /// the holders count. Buckets cut pro rata.
+    pub(super) fn covered(&self, a: u64, b: u64, nkeys: f64, silence: u64) -> f64 {
+        if b <= a {
+            return 0.0;
+        }
+        let (i, j) = (self.at(a), self.at(b.saturating_sub(1)));
+        // Each bucket's run of grant-free buckets, by its length in time.
+        let mut silent = vec![false; j - i + 1];
+        let mut k = i;
+        while k <= j {
+            if self.grants[k] > 0 {
+                k += 1;
+                continue;
+            }
+            let from = k;
+            while k <= j && self.grants[k] == 0 {
+                k += 1;
+            }
+            let long = ((k - from) as u64 * self.width) >= silence;
+            silent[from - i..k - i].iter_mut().for_each(|x| *x = long);
+        }
+        let t: f64 = (i..=j)
+            .map(|k| {
+                let (lo, hi) = (k as u64 * self.width, (k as u64 + 1) * self.width);
+                let part = (hi.min(b) - lo.max(a)) as f64 / self.width as f64;
+                let inside = self.inside[k] as f64 / nkeys;
+                let held = if silent[k - i] { inside.max(self.asking[k] as f64) } else { inside };
+                held.min(self.width as f64) * part
+            })
+            .sum();
+        (t / (b - a) as f64).min(1.0)
+    }
+
     /// Time on a time line (inside, asking) within `[a, b)`, buckets cut pro rata.
     pub(super) fn sum_time(&self, line: &[u64], a: u64, b: u64) -> f64 {
         if b <= a {

@@ -261,3 +261,36 @@ fn a_late_first_grant_after_the_heal_is_covered_by_the_clients_waiting_for_it() 
     let w = &h.seen().0.windows[0];
     assert_eq!(w.covered_after, None, "{w:?}");
 }
+
+/// A frozen server whose thaw came a moment before the heal's stamp: the fault's only grant
+/// in its last 50 ms, a client kept waiting from its start. The silence before that grant is
+/// covered by the waiting client, as a tail after the last grant is; with nobody waiting it
+/// is not; and a working lock's short gaps between grants (0 ms holds, a client always
+/// waiting) are never a silence: there only the holders count.
+#[test]
+fn a_silence_before_the_faults_only_grant_is_covered_by_the_client_kept_waiting() {
+    let frozen = |waiting: bool| {
+        let mut h = H::new();
+        h.every(0, 3000, 100).fault("pause", 3000, 5000, killed());
+        if waiting {
+            h.records.push(Record::Invoke { p: 9, f: Op::Acquire, key: 0, ns: 3010 * MS });
+        }
+        h.grant_with(8, 4960, 50, 1000).every(5100, 12000, 100);
+        h.seen().0.windows[0].clone()
+    };
+    let w = frozen(true);
+    assert_eq!(w.grants_in_fault, 1, "{w:?}");
+    assert!(w.silent_tail_ms < 100, "no tail after the grant: {w:?}");
+    assert!(w.exposure_fault.is_some_and(|e| e < 0.05), "{w:?}");
+    assert!(w.covered_fault.is_some_and(|c| c > 0.9), "{w:?}");
+    let w = frozen(false);
+    assert!(w.covered_fault.is_some_and(|c| c < 0.05), "nobody waited: {w:?}");
+    // Grants every 100 ms held 1 ms, one client always waiting: no silence, no cover.
+    let mut h = H::new();
+    for t in (0..12000).step_by(100) {
+        h.grant_with(1 + (t / 100) % 2, t, 1, t + 1);
+    }
+    h.records.push(Record::Invoke { p: 9, f: Op::Acquire, key: 0, ns: 0 });
+    let w = h.fault("pause", 3000, 5000, killed()).seen().0.windows[0].clone();
+    assert!(w.covered_fault.is_some_and(|c| c < 0.1), "a working lock's gaps covered: {w:?}");
+}

@@ -69,6 +69,19 @@ fn refusing_during_the_fault_is_strong_evidence() {
     assert!(w.evidence.contains("granted nothing in its last 1800 ms while clients asked 100.0% of them"), "{}", w.evidence);
     let unasked_tail = WindowFigures { asked_tail: 0.05, covered_fault: Some(0.145), ..stopped };
     assert_eq!(judge(&seen(vec![unasked_tail]), false).windows[0].strength, Strength::Weak);
+    // A silence before the fault's only grants (a server frozen from the start, thawed a
+    // moment before the heal's stamp), clients waiting through it: strong, in its own words;
+    // the same silence nobody waited in stays weak.
+    let thawed = WindowFigures { grants_in_fault: 1, exposure_fault: Some(0.004), longest_silence_ms: 1990, covered_fault: Some(0.97), ..figures() };
+    let w = &judge(&seen(vec![thawed.clone()]), false).windows[0];
+    assert_eq!((w.safety, w.strength), (SafetyWord::Safe, Strength::Strong), "{}", w.evidence);
+    assert!(w.evidence.contains("granted nothing for 1990 ms of it while clients waited (97.0% covered)"), "{}", w.evidence);
+    // A short tail after that grant does not speak for the silence before it.
+    let short_tail = WindowFigures { silent_tail_ms: 13, asked_tail: 1.0, ..thawed.clone() };
+    let w = &judge(&seen(vec![short_tail]), false).windows[0];
+    assert!(w.evidence.contains("granted nothing for 1990 ms of it while clients waited"), "{}", w.evidence);
+    let unwaited = WindowFigures { covered_fault: Some(0.004), ..thawed };
+    assert_eq!(judge(&seen(vec![unwaited]), false).windows[0].strength, Strength::Weak);
     // The first grant 1.8 s into a 2 s span after the heal, clients waiting till then: the
     // wait covers that part (strong); without it, 10% holders inside is weak.
     let late = WindowFigures { exposure_after: Some(0.1), first_grant_after_heal_ms: Some(6800), heal_ms: Some(5000), ..figures() };
