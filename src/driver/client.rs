@@ -317,7 +317,14 @@ impl Client {
             let Err(e) = r else { return r.ok() };
             let measured = t0 >= sh.measure_from;
             sh.op(Record::Invoke { p: self.p, f: Op::Acquire, key, ns: sh.hist_ns(t0) });
-            sh.op(Record::completion(self.p, Op::Acquire, key, sh.hist_ns(Instant::now()), Err(&e)));
+            // Never a contention: no session was opened, so nobody could have held the key
+            // against it (the contention checker asks who did).
+            let (ns, error) = (sh.hist_ns(Instant::now()), format!("no session: {e}"));
+            sh.op(if e.is_definite() {
+                Record::Fail { p: self.p, f: Op::Acquire, key, ns, error, kind: Some("unavailable".into()) }
+            } else {
+                Record::Info { p: self.p, f: Op::Acquire, key, ns, error }
+            });
             sh.recorder.failed(self.c, e.kind(), measured);
             if !e.is_definite() {
                 self.p = sh.next_process.fetch_add(1, Ordering::Relaxed);

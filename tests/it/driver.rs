@@ -184,3 +184,107 @@ async fn errors_in_the_warm_up_are_not_counted_as_the_phases() {
     let json = serde_json::to_value(&s).unwrap();
     assert_eq!(json["errors_window"], "measured", "summary.json says which window");
 }
+
+/// A server that goes away for a while: its clients' acquires end with an unknown outcome,
+/// and opening a session fails (here with a timeout, the contention kind) until it is back.
+struct AwayFor {
+    inner: MemoryBackend,
+    from: std::time::Instant,
+    until: std::time::Instant,
+}
+
+impl AwayFor {
+    fn away(&self) -> bool {
+        let now = std::time::Instant::now();
+        now >= self.from && now < self.until
+    }
+}
+
+struct AwayClient {
+    inner: Box<dyn dlbench_core::DistLock>,
+    from: std::time::Instant,
+    until: std::time::Instant,
+}
+
+#[async_trait::async_trait]
+impl dlbench_core::DistLock for AwayClient {
+    async fn acquire(&self, key: &str, opts: &dlbench_core::AcquireOptions) -> Result<dlbench_core::Lease, dlbench_core::LockError> {
+        let now = std::time::Instant::now();
+        if now >= self.from && now < self.until {
+            return Err(dlbench_core::LockError::Indeterminate("connection reset by peer".into()));
+        }
+        self.inner.acquire(key, opts).await
+    }
+    async fn release(&self, lease: dlbench_core::Lease) -> Result<(), dlbench_core::LockError> {
+        self.inner.release(lease).await
+    }
+    async fn extend(&self, lease: &mut dlbench_core::Lease, ttl: Duration) -> Result<(), dlbench_core::LockError> {
+        self.inner.extend(lease, ttl).await
+    }
+    async fn abandon(&self) {
+        self.inner.abandon().await
+    }
+    async fn close(&self) {
+        self.inner.close().await
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for AwayFor {
+    fn name(&self) -> &'static str {
+        "away"
+    }
+    fn capabilities(&self) -> dlbench_core::Capabilities {
+        self.inner.capabilities()
+    }
+    async fn client(&self) -> Result<Box<dyn dlbench_core::DistLock>, dlbench_core::LockError> {
+        if self.away() {
+            return Err(dlbench_core::LockError::Timeout(Duration::from_millis(5)));
+        }
+        Ok(Box::new(AwayClient { inner: self.inner.client().await?, from: self.from, until: self.until }))
+    }
+    fn describe(&self) -> String {
+        "memory, away for a while".into()
+    }
+    async fn claims(&self, key: &str) -> Result<Vec<String>, dlbench_core::LockError> {
+        self.inner.claims(key).await
+    }
+}
+
+/// While the servers are away, a retired process's replacement keeps trying to open its
+/// session: each failed try is in the history as an acquire of its key that failed (the
+/// clients asking through a dead server, which the fault windows read as covered), never as
+/// contention (no session, so no holder could explain it: a timeout there once would have
+/// made the contention checker call the lock's reports unbelievable). Every checker stays
+/// valid, and the lock grants again once the servers are back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_session_opens_are_refused_acquires_not_contention() {
+    let t0 = std::time::Instant::now();
+    let backend: Arc<dyn Backend> = Arc::new(AwayFor { inner: MemoryBackend::new(), from: t0 + Duration::from_millis(300), until: t0 + Duration::from_millis(900) });
+    let w = Workload { clients: 2, keys: 1, duration: Duration::from_millis(1500), ..wl("away") };
+    let dir = std::env::temp_dir().join(format!("dlbench-driver-away-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("history.jsonl");
+    let history = dlbench::history::HistoryWriter::create(&path).unwrap();
+    let out = PhaseOutputs { history: Some((history.clone(), "away".into())), ..Default::default() };
+    let p = run_phase(backend, &w, "t-away", &CancellationToken::new(), out).await.unwrap();
+    history.close().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let opens: Vec<&serde_json::Value> = lines.iter().filter(|r| r["type"] == "fail" && r["error"].as_str().is_some_and(|e| e.starts_with("no session:"))).collect();
+    assert!(opens.len() >= 4, "a failed open every 100 ms for 0.6 s, from each replacement: {}", opens.len());
+    assert!(opens.iter().all(|r| r["f"] == "acquire" && r["kind"] == "unavailable"), "{opens:?}");
+    // Each failed open is an invoked acquire of the same process.
+    for r in &opens {
+        assert!(lines.iter().any(|i| i["type"] == "invoke" && i["p"] == r["p"] && i["f"] == "acquire"), "{r}");
+    }
+    let verdicts = dlbench::checker::check_file(&path).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    for v in &verdicts {
+        for c in &v.results {
+            assert_eq!(c.valid, dlbench::checker::Validity::Valid, "{}: {}", c.checker, c.message);
+        }
+    }
+    assert!(p.totals.acquired > 10, "granted again once back: {}", p.totals.acquired);
+}

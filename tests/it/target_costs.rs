@@ -85,6 +85,20 @@ fn a_local_run_records_and_prints_its_target_costs() {
     let errors: Vec<String> = validator.iter_errors(&summary).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "summary.json does not validate: {errors:?}");
 
+    // The terminal wraps a long line within 100 columns, its continuations indented by two:
+    // read each item whole.
+    let mut items: Vec<String> = Vec::new();
+    for l in stdout.lines() {
+        match (l.strip_prefix("  "), items.last_mut()) {
+            (Some(rest), Some(last)) => {
+                last.push(' ');
+                last.push_str(rest.trim_start());
+            }
+            _ => items.push(l.to_string()),
+        }
+    }
+    assert!(stdout.lines().all(|l| l.chars().count() <= 100 || l.starts_with("results: ")), "a line over 100 columns:\n{stdout}");
+    let stdout = items.join("\n");
     let rtt = stdout.lines().find(|l| l.starts_with("network round trip (median per node, loopback): ")).unwrap_or_else(|| panic!("no round-trip line:\n{stdout}"));
     assert!(rtt.contains("redis ") && rtt.contains("etcd ") && rtt.contains(" µs"), "{rtt}");
     let loaded = stdout.lines().find(|l| l.starts_with("round trip under load (median, nodes x connections at once): ")).unwrap_or_else(|| panic!("no loaded line:\n{stdout}"));
