@@ -347,6 +347,7 @@ impl Windows {
             let se = span_end(w).max(heal);
             // Where grants came during the fault and then stopped: the tail after the last.
             let tail = self.line.last_grant_end(w.start, heal).filter(|&g| g < heal).map(|g| (g, asked(g, heal)));
+            let grants = self.line.sum(&self.line.grants, w.start, heal);
             let next = w.heal.and_then(|h| acted.iter().map(|&j| self.windows[j].start).filter(|&s| s >= h && s > w.start).min());
             figures.push(WindowFigures {
                 fault: w.fault.clone(),
@@ -356,7 +357,7 @@ impl Windows {
                 effect: w.effect.clone(),
                 start_ms: w.start / MS,
                 heal_ms: w.heal.map(|h| h / MS),
-                grants_in_fault: self.line.sum(&self.line.grants, w.start, heal).round() as u64,
+                grants_in_fault: grants.round() as u64,
                 attempts_refused: self.line.sum(&self.line.refused, w.start, heal).round() as u64,
                 longest_silence_ms: self.silence(w.start, heal) / MS,
                 first_grant_after_start_ms: self.first_after_start[i].map(|t| t / MS),
@@ -372,18 +373,7 @@ impl Windows {
                 asked_after: asked(heal, se),
                 silent_tail_ms: tail.map_or(0, |(g, _)| (heal - g) / MS),
                 asked_tail: tail.map_or(0.0, |(_, a)| a),
-                // Grants stopped part-way (the tail after the last, its clients asking), or
-                // paused at its start or in its middle (a server whose freeze or thaw came a
-                // moment before or after the fault's stamps): the holders and the clients kept
-                // waiting where nothing was granted cover it, whichever reads more.
-                covered_fault: (heal > w.start && self.line.sum(&self.line.grants, w.start, heal) > 0.0).then(|| {
-                    let union = self.line.covered(w.start, heal, nkeys, SILENCE);
-                    let tail = tail.map_or(0.0, |(g, a)| {
-                        let inside = self.line.sum_time(&self.line.inside, w.start, g) / nkeys;
-                        ((inside + a * (heal - g) as f64) / (heal - w.start) as f64).min(1.0)
-                    });
-                    union.max(tail)
-                }),
+                covered_fault: (grants > 0.0).then(|| self.covered_fault(w.start, heal, tail, nkeys)),
                 covered_after: self.first_after_heal[i].filter(|&g| g > heal && g < se).map(|g| {
                     let inside = self.line.sum_time(&self.line.inside, g, se) / nkeys;
                     ((asked(heal, g) * (g - heal) as f64 + inside) / (se - heal) as f64).min(1.0)
@@ -414,6 +404,20 @@ impl Windows {
             counted_seconds: secs,
             counted_seconds_with_grant: good,
         }
+    }
+
+    /// The share of a fault `[start, heal)` that granted something covered: grants stopped
+    /// part-way (the `tail` after the last, its clients asking), or a silence at its start or
+    /// in its middle (a server whose freeze or thaw came a moment before or after the fault's
+    /// stamps): the holders, and the clients kept waiting where nothing was granted, whichever
+    /// reads more.
+    fn covered_fault(&self, start: u64, heal: u64, tail: Option<(u64, f64)>, nkeys: f64) -> f64 {
+        let union = self.line.covered(start, heal, nkeys, SILENCE);
+        let tail = tail.map_or(0.0, |(g, a)| {
+            let inside = self.line.sum_time(&self.line.inside, start, g) / nkeys;
+            ((inside + a * (heal - g) as f64) / (heal - start) as f64).min(1.0)
+        });
+        union.max(tail)
     }
 
     /// The share of `[a, b)`, by whole seconds (the last one cut), in which some client asked

@@ -301,9 +301,7 @@ impl Client {
         }
         self.client.close().await;
     }
-}
 
-impl Client {
     /// The replacement process opens its session. Each attempt that cannot reach the servers
     /// is recorded as an acquire of `key` the lock refused: the process wants the lock, and a
     /// server that wrongly answered would have granted it, so the windows see the clients
@@ -311,37 +309,40 @@ impl Client {
     /// outcome is unknown (it reached a server) retires that process too.
     async fn reopen(&mut self, key: u32) -> Option<Box<dyn DistLock>> {
         let sh = self.sh.clone();
-        loop {
-            let t0 = Instant::now();
-            let r = sh.backend.client().await;
-            let Err(e) = r else { return r.ok() };
-            let measured = t0 >= sh.measure_from;
-            sh.op(Record::Invoke { p: self.p, f: Op::Acquire, key, ns: sh.hist_ns(t0) });
+        let p = &mut self.p;
+        open_session(&sh, self.c, |e, t0| {
+            sh.op(Record::Invoke { p: *p, f: Op::Acquire, key, ns: sh.hist_ns(t0) });
             // Never a contention: no session was opened, so nobody could have held the key
             // against it (the contention checker asks who did).
             let (ns, error) = (sh.hist_ns(Instant::now()), format!("no session: {e}"));
             sh.op(if e.is_definite() {
-                Record::Fail { p: self.p, f: Op::Acquire, key, ns, error, kind: Some("unavailable".into()) }
+                Record::Fail { p: *p, f: Op::Acquire, key, ns, error, kind: Some("unavailable".into()) }
             } else {
-                Record::Info { p: self.p, f: Op::Acquire, key, ns, error }
+                Record::Info { p: *p, f: Op::Acquire, key, ns, error }
             });
-            sh.recorder.failed(self.c, e.kind(), measured);
             if !e.is_definite() {
-                self.p = sh.next_process.fetch_add(1, Ordering::Relaxed);
+                *p = sh.next_process.fetch_add(1, Ordering::Relaxed);
             }
-            tokio::select! {
-                _ = sh.stop.cancelled() => return None,
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            }
-        }
+        })
+        .await
     }
 }
 
+/// A client's first session: tried until it opens (failures counted, not in the history:
+/// no process has asked for a key yet).
 async fn new_client(sh: &Shared, c: usize) -> Option<Box<dyn DistLock>> {
+    open_session(sh, c, |_, _| {}).await
+}
+
+/// Open a session, trying every 100 ms until one opens or the phase stops; each failure is
+/// counted and handed to `failed` with the instant its try began.
+async fn open_session(sh: &Shared, c: usize, mut failed: impl FnMut(&LockError, Instant)) -> Option<Box<dyn DistLock>> {
     loop {
+        let t0 = Instant::now();
         match sh.backend.client().await {
             Ok(client) => return Some(client),
             Err(e) => {
+                failed(&e, t0);
                 sh.recorder.failed(c, e.kind(), Instant::now() >= sh.measure_from);
                 tokio::select! {
                     _ = sh.stop.cancelled() => return None,

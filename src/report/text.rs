@@ -65,10 +65,8 @@ pub fn table(s: &Summary) -> String {
     fit::within(s, usize::MAX)
 }
 
-/// The same table within `width` columns, as a run prints it by default ([`fit::within`]).
-pub fn table_within(s: &Summary, width: usize) -> String {
-    fit::within(s, width)
-}
+/// The same table within `width` columns, as a run prints it by default.
+pub use fit::within as table_within;
 
 /// The same table in Markdown.
 pub fn markdown_table(s: &Summary) -> String {

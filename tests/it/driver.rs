@@ -113,22 +113,34 @@ async fn busy_try_locks_do_not_spin() {
     assert!(p.totals.acquired > 10);
 }
 
-/// A lock whose servers refuse every acquire until `until`, then are the memory lock.
-struct RefusingUntil {
+/// The memory lock behind servers that are away over `[from, until)`: every acquire then ends
+/// in `acquire_error`, and where `sessions_fail`, opening a session fails too (with a timeout,
+/// the contention kind).
+struct Outage {
     inner: MemoryBackend,
+    from: std::time::Instant,
     until: std::time::Instant,
+    acquire_error: fn() -> dlbench_core::LockError,
+    sessions_fail: bool,
 }
 
-struct RefusingClient {
+fn away(from: std::time::Instant, until: std::time::Instant) -> bool {
+    let now = std::time::Instant::now();
+    now >= from && now < until
+}
+
+struct OutageClient {
     inner: Box<dyn dlbench_core::DistLock>,
+    from: std::time::Instant,
     until: std::time::Instant,
+    acquire_error: fn() -> dlbench_core::LockError,
 }
 
 #[async_trait::async_trait]
-impl dlbench_core::DistLock for RefusingClient {
+impl dlbench_core::DistLock for OutageClient {
     async fn acquire(&self, key: &str, opts: &dlbench_core::AcquireOptions) -> Result<dlbench_core::Lease, dlbench_core::LockError> {
-        if std::time::Instant::now() < self.until {
-            return Err(dlbench_core::LockError::Unavailable("refused, as a server starting up would".into()));
+        if away(self.from, self.until) {
+            return Err((self.acquire_error)());
         }
         self.inner.acquire(key, opts).await
     }
@@ -147,18 +159,21 @@ impl dlbench_core::DistLock for RefusingClient {
 }
 
 #[async_trait::async_trait]
-impl Backend for RefusingUntil {
+impl Backend for Outage {
     fn name(&self) -> &'static str {
-        "refusing"
+        "outage"
     }
     fn capabilities(&self) -> dlbench_core::Capabilities {
         self.inner.capabilities()
     }
     async fn client(&self) -> Result<Box<dyn dlbench_core::DistLock>, dlbench_core::LockError> {
-        Ok(Box::new(RefusingClient { inner: self.inner.client().await?, until: self.until }))
+        if self.sessions_fail && away(self.from, self.until) {
+            return Err(dlbench_core::LockError::Timeout(Duration::from_millis(5)));
+        }
+        Ok(Box::new(OutageClient { inner: self.inner.client().await?, from: self.from, until: self.until, acquire_error: self.acquire_error }))
     }
     fn describe(&self) -> String {
-        "memory, refusing at first".into()
+        "memory, its servers away for a while".into()
     }
     async fn claims(&self, key: &str) -> Result<Vec<String>, dlbench_core::LockError> {
         self.inner.claims(key).await
@@ -171,7 +186,9 @@ impl Backend for RefusingUntil {
 /// warm-up's failures in its per-second series.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_in_the_warm_up_are_not_counted_as_the_phases() {
-    let backend: Arc<dyn Backend> = Arc::new(RefusingUntil { inner: MemoryBackend::new(), until: std::time::Instant::now() + Duration::from_millis(400) });
+    let now = std::time::Instant::now();
+    let refused = || dlbench_core::LockError::Unavailable("refused, as a server starting up would".into());
+    let backend: Arc<dyn Backend> = Arc::new(Outage { inner: MemoryBackend::new(), from: now, until: now + Duration::from_millis(400), acquire_error: refused, sessions_fail: false });
     let w = Workload { clients: 2, keys: 4, warmup: Duration::from_millis(900), duration: Duration::from_millis(600), ..wl("refused-warm-up") };
     let p = run_phase(backend, &w, "t-warm-errors", &CancellationToken::new(), PhaseOutputs::default()).await.unwrap();
     let series_failed: u64 = p.timeseries.iter().map(|t| t.failed).sum();
@@ -185,72 +202,6 @@ async fn errors_in_the_warm_up_are_not_counted_as_the_phases() {
     assert_eq!(json["errors_window"], "measured", "summary.json says which window");
 }
 
-/// A server that goes away for a while: its clients' acquires end with an unknown outcome,
-/// and opening a session fails (here with a timeout, the contention kind) until it is back.
-struct AwayFor {
-    inner: MemoryBackend,
-    from: std::time::Instant,
-    until: std::time::Instant,
-}
-
-impl AwayFor {
-    fn away(&self) -> bool {
-        let now = std::time::Instant::now();
-        now >= self.from && now < self.until
-    }
-}
-
-struct AwayClient {
-    inner: Box<dyn dlbench_core::DistLock>,
-    from: std::time::Instant,
-    until: std::time::Instant,
-}
-
-#[async_trait::async_trait]
-impl dlbench_core::DistLock for AwayClient {
-    async fn acquire(&self, key: &str, opts: &dlbench_core::AcquireOptions) -> Result<dlbench_core::Lease, dlbench_core::LockError> {
-        let now = std::time::Instant::now();
-        if now >= self.from && now < self.until {
-            return Err(dlbench_core::LockError::Indeterminate("connection reset by peer".into()));
-        }
-        self.inner.acquire(key, opts).await
-    }
-    async fn release(&self, lease: dlbench_core::Lease) -> Result<(), dlbench_core::LockError> {
-        self.inner.release(lease).await
-    }
-    async fn extend(&self, lease: &mut dlbench_core::Lease, ttl: Duration) -> Result<(), dlbench_core::LockError> {
-        self.inner.extend(lease, ttl).await
-    }
-    async fn abandon(&self) {
-        self.inner.abandon().await
-    }
-    async fn close(&self) {
-        self.inner.close().await
-    }
-}
-
-#[async_trait::async_trait]
-impl Backend for AwayFor {
-    fn name(&self) -> &'static str {
-        "away"
-    }
-    fn capabilities(&self) -> dlbench_core::Capabilities {
-        self.inner.capabilities()
-    }
-    async fn client(&self) -> Result<Box<dyn dlbench_core::DistLock>, dlbench_core::LockError> {
-        if self.away() {
-            return Err(dlbench_core::LockError::Timeout(Duration::from_millis(5)));
-        }
-        Ok(Box::new(AwayClient { inner: self.inner.client().await?, from: self.from, until: self.until }))
-    }
-    fn describe(&self) -> String {
-        "memory, away for a while".into()
-    }
-    async fn claims(&self, key: &str) -> Result<Vec<String>, dlbench_core::LockError> {
-        self.inner.claims(key).await
-    }
-}
-
 /// While the servers are away, a retired process's replacement keeps trying to open its
 /// session: each failed try is in the history as an acquire of its key that failed (the
 /// clients asking through a dead server, which the fault windows read as covered), never as
@@ -260,7 +211,9 @@ impl Backend for AwayFor {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_session_opens_are_refused_acquires_not_contention() {
     let t0 = std::time::Instant::now();
-    let backend: Arc<dyn Backend> = Arc::new(AwayFor { inner: MemoryBackend::new(), from: t0 + Duration::from_millis(300), until: t0 + Duration::from_millis(900) });
+    // Acquires end with an unknown outcome (the clients retire), and sessions time out.
+    let reset = || dlbench_core::LockError::Indeterminate("connection reset by peer".into());
+    let backend: Arc<dyn Backend> = Arc::new(Outage { inner: MemoryBackend::new(), from: t0 + Duration::from_millis(300), until: t0 + Duration::from_millis(900), acquire_error: reset, sessions_fail: true });
     let w = Workload { clients: 2, keys: 1, duration: Duration::from_millis(1500), ..wl("away") };
     let dir = std::env::temp_dir().join(format!("dlbench-driver-away-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
